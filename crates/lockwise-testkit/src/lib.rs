@@ -1,0 +1,289 @@
+//! Test-only helpers shared by lockwise's test suites: server URLs, per-test namespaces that
+//! clean up after themselves, and private server instances for fault tests.
+//!
+//! A test that needs a shared server calls [`redis_url`]; when the server is not there the test
+//! fails with a message naming `scripts/services`. It never skips.
+
+use std::io::{BufRead, BufReader, Read, Write};
+use std::net::{TcpListener, TcpStream};
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, Stdio};
+use std::thread;
+use std::time::{Duration, Instant};
+
+/// The shared Redis: `LOCKWISE_REDIS_URL`, default `redis://127.0.0.1:6379/`. Panics with a
+/// clear message when it does not answer.
+pub fn redis_url() -> String {
+    let url =
+        std::env::var("LOCKWISE_REDIS_URL").unwrap_or_else(|_| "redis://127.0.0.1:6379/".into());
+    let ping = redis::Client::open(url.as_str())
+        .and_then(|c| c.get_connection_with_timeout(Duration::from_secs(2)))
+        .and_then(|mut c| redis::cmd("PING").query::<String>(&mut c));
+    if let Err(e) = ping {
+        panic!("Redis is not reachable at {url} ({e}); run scripts/services to start it");
+    }
+    url
+}
+
+/// A name no other test run uses: `<label>-<16 hex chars>`.
+pub fn unique(label: &str) -> String {
+    format!("{label}-{:016x}", rand::random::<u64>())
+}
+
+/// A Redis key prefix private to one test; every key under it is deleted on drop.
+#[derive(Debug)]
+pub struct RedisNamespace {
+    url: String,
+    prefix: String,
+}
+
+impl RedisNamespace {
+    /// A fresh namespace on the shared Redis.
+    pub fn new(label: &str) -> Self {
+        RedisNamespace {
+            url: redis_url(),
+            prefix: unique(&format!("lockwise-test-{label}")),
+        }
+    }
+
+    /// The shared Redis URL.
+    pub fn url(&self) -> &str {
+        &self.url
+    }
+
+    /// The key prefix.
+    pub fn prefix(&self) -> &str {
+        &self.prefix
+    }
+
+    /// A synchronous connection, for inspecting and faulting the stored keys.
+    pub fn conn(&self) -> redis::Connection {
+        redis::Client::open(self.url.as_str())
+            .and_then(|c| c.get_connection_with_timeout(Duration::from_secs(2)))
+            .unwrap_or_else(|e| panic!("Redis connection failed: {e}"))
+    }
+
+    /// Deletes the keys whose names start with `start` (a prefix of the Redis key names).
+    pub fn delete_matching(&self, start: &str) {
+        let mut conn = self.conn();
+        let keys: Vec<String> = redis::cmd("KEYS")
+            .arg(format!("{start}*"))
+            .query(&mut conn)
+            .unwrap_or_default();
+        if !keys.is_empty() {
+            let _: redis::RedisResult<i64> = redis::cmd("DEL").arg(keys).query(&mut conn);
+        }
+    }
+}
+
+impl Drop for RedisNamespace {
+    fn drop(&mut self) {
+        let prefix = format!("{}:", self.prefix);
+        self.delete_matching(&prefix);
+    }
+}
+
+/// A TCP port that nothing listens on (bound and closed again).
+pub fn closed_port() -> u16 {
+    free_port()
+}
+
+fn free_port() -> u16 {
+    TcpListener::bind("127.0.0.1:0")
+        .and_then(|l| l.local_addr())
+        .map(|a| a.port())
+        .unwrap_or_else(|e| panic!("no free port: {e}"))
+}
+
+/// A server of another kind: answers every connection with an HTTP response and closes it.
+#[derive(Debug)]
+pub struct NotRedis {
+    port: u16,
+}
+
+impl NotRedis {
+    /// Starts it on a free port.
+    pub fn start() -> Self {
+        let listener = TcpListener::bind("127.0.0.1:0").unwrap_or_else(|e| panic!("bind: {e}"));
+        let port = listener.local_addr().map(|a| a.port()).unwrap_or(0);
+        thread::spawn(move || {
+            for stream in listener.incoming().flatten() {
+                thread::spawn(move || answer_http(stream));
+            }
+        });
+        NotRedis { port }
+    }
+
+    /// Its port.
+    pub fn port(&self) -> u16 {
+        self.port
+    }
+}
+
+fn answer_http(mut stream: TcpStream) {
+    let _ = stream.set_read_timeout(Some(Duration::from_millis(200)));
+    let mut buf = [0u8; 512];
+    let _ = stream.read(&mut buf);
+    let _ = stream.write_all(b"HTTP/1.1 400 Bad Request\r\nContent-Length: 0\r\n\r\n");
+}
+
+/// A private `redis-server` on a spare port, killed on drop: for fault tests that must not
+/// touch the shared server.
+#[derive(Debug)]
+pub struct RedisServer {
+    child: Child,
+    port: u16,
+    tls: bool,
+    dir: tempfile::TempDir,
+}
+
+/// TLS material for a private server: a CA and a server certificate for 127.0.0.1.
+#[derive(Debug)]
+pub struct TlsFiles {
+    /// The CA certificate (PEM) that clients must trust.
+    pub ca_cert: PathBuf,
+    cert: PathBuf,
+    key: PathBuf,
+}
+
+impl RedisServer {
+    /// Starts a plain instance with extra `redis-server` arguments (e.g. `--requirepass x`).
+    pub fn start(args: &[&str]) -> Self {
+        Self::launch(args, None)
+    }
+
+    /// Starts an instance that only speaks TLS, with a fresh CA made by `openssl`.
+    pub fn start_tls() -> (Self, PathBuf) {
+        let dir = tempfile::tempdir().unwrap_or_else(|e| panic!("tempdir: {e}"));
+        let files = make_tls_files(dir.path());
+        let ca = files.ca_cert.clone();
+        (Self::launch(&[], Some((dir, files))), ca)
+    }
+
+    fn launch(args: &[&str], tls: Option<(tempfile::TempDir, TlsFiles)>) -> Self {
+        let port = free_port();
+        let port_s = port.to_string();
+        let (dir, files) = match tls {
+            Some((dir, files)) => (dir, Some(files)),
+            None => (tempfile::tempdir().unwrap_or_else(|e| panic!("tempdir: {e}")), None),
+        };
+        let mut cmd = Command::new("redis-server");
+        cmd.args(["--bind", "127.0.0.1", "--save", "", "--appendonly", "no"]);
+        cmd.arg("--dir").arg(dir.path());
+        match &files {
+            Some(f) => {
+                cmd.args(["--port", "0", "--tls-port", &port_s, "--tls-auth-clients", "no"]);
+                cmd.arg("--tls-cert-file").arg(&f.cert);
+                cmd.arg("--tls-key-file").arg(&f.key);
+                cmd.arg("--tls-ca-cert-file").arg(&f.ca_cert);
+            }
+            None => {
+                cmd.args(["--port", &port_s]);
+            }
+        }
+        cmd.args(args).stdout(Stdio::null()).stderr(Stdio::null());
+        let child = cmd.spawn().unwrap_or_else(|e| {
+            panic!("cannot start redis-server ({e}); run scripts/services to install it")
+        });
+        let server = RedisServer {
+            child,
+            port,
+            tls: files.is_some(),
+            dir,
+        };
+        server.wait_listening();
+        server
+    }
+
+    fn wait_listening(&self) {
+        let until = Instant::now() + Duration::from_secs(10);
+        while Instant::now() < until {
+            if TcpStream::connect(("127.0.0.1", self.port)).is_ok() {
+                return;
+            }
+            thread::sleep(Duration::from_millis(20));
+        }
+        panic!("private redis-server on port {} did not start", self.port);
+    }
+
+    /// Its port.
+    pub fn port(&self) -> u16 {
+        self.port
+    }
+
+    /// `redis://127.0.0.1:PORT/` (or `rediss://` for a TLS instance).
+    pub fn url(&self) -> String {
+        let scheme = if self.tls { "rediss" } else { "redis" };
+        format!("{scheme}://127.0.0.1:{}/", self.port)
+    }
+
+    /// Its data directory.
+    pub fn dir(&self) -> &Path {
+        self.dir.path()
+    }
+}
+
+impl Drop for RedisServer {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
+fn make_tls_files(dir: &Path) -> TlsFiles {
+    let files = TlsFiles {
+        ca_cert: dir.join("ca.crt"),
+        cert: dir.join("server.crt"),
+        key: dir.join("server.key"),
+    };
+    let ca_key = dir.join("ca.key");
+    let csr = dir.join("server.csr");
+    let ext = dir.join("ext.cnf");
+    std::fs::write(&ext, "subjectAltName=IP:127.0.0.1,DNS:localhost\n")
+        .unwrap_or_else(|e| panic!("write {}: {e}", ext.display()));
+    let p = |path: &PathBuf| path.display().to_string();
+    let steps: [Vec<String>; 3] = [
+        vec!["req".into(), "-x509".into(), "-newkey".into(), "rsa:2048".into(), "-nodes".into(),
+             "-days".into(), "2".into(), "-subj".into(), "/CN=lockwise-test-ca".into(),
+             "-keyout".into(), p(&ca_key), "-out".into(), p(&files.ca_cert)],
+        vec!["req".into(), "-newkey".into(), "rsa:2048".into(), "-nodes".into(),
+             "-subj".into(), "/CN=127.0.0.1".into(), "-keyout".into(), p(&files.key),
+             "-out".into(), p(&csr)],
+        vec!["x509".into(), "-req".into(), "-days".into(), "2".into(), "-in".into(), p(&csr),
+             "-CA".into(), p(&files.ca_cert), "-CAkey".into(), p(&ca_key),
+             "-CAcreateserial".into(), "-out".into(), p(&files.cert), "-extfile".into(), p(&ext)],
+    ];
+    for step in steps {
+        let out = Command::new("openssl")
+            .args(&step)
+            .stdout(Stdio::null())
+            .stderr(Stdio::piped())
+            .output()
+            .unwrap_or_else(|e| panic!("cannot run openssl ({e}); run scripts/services"));
+        assert!(
+            out.status.success(),
+            "openssl {step:?} failed: {}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+    }
+    files
+}
+
+/// Reads lines from a child's stdout until `pred` matches one, or `timeout` passes.
+pub fn wait_for_line(
+    reader: &mut BufReader<impl Read>,
+    timeout: Duration,
+    pred: impl Fn(&str) -> bool,
+) -> Option<String> {
+    let until = Instant::now() + timeout;
+    let mut line = String::new();
+    while Instant::now() < until {
+        line.clear();
+        match reader.read_line(&mut line) {
+            Ok(0) | Err(_) => return None,
+            Ok(_) if pred(line.trim_end()) => return Some(line.trim_end().to_owned()),
+            Ok(_) => {}
+        }
+    }
+    None
+}

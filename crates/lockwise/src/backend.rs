@@ -1,0 +1,105 @@
+//! The small trait every lock backend implements, and the backends themselves.
+//!
+//! A backend only stores leases: grant one with a fencing token, extend or release it after
+//! comparing the owner token, tell whether an owner still holds it, and (optionally) tell
+//! waiters when a lease is released. Waiting, retrying, renewal, the lost signal and cancel
+//! safety live once, in [`Locker`](crate::Locker) and [`Guard`](crate::Guard), for every backend.
+
+use std::time::Duration;
+
+use async_trait::async_trait;
+use tokio::sync::watch;
+
+use crate::error::Result;
+use crate::lease::{FencingToken, OwnerToken};
+
+pub mod file;
+pub mod memory;
+#[cfg(feature = "redis")]
+pub mod redis;
+
+/// The answer to one acquire attempt.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Attempt {
+    /// The lease is ours, with this fencing token.
+    Granted(FencingToken),
+    /// Someone else holds it; their lease has at most `expires_in` left, if the backend knows.
+    Held {
+        /// Remaining lifetime of the current holder's lease.
+        expires_in: Option<Duration>,
+    },
+}
+
+/// A lease store. Keys and TTLs arrive validated; every method is atomic on the server side.
+///
+/// Implement it to add a backend; [`Locker::new`](crate::Locker::new) turns it into locks.
+#[async_trait]
+pub trait Backend: Send + Sync + std::fmt::Debug + 'static {
+    /// Grants `key` to `owner` for `ttl` if no live lease exists, issuing the next fencing
+    /// token in the same atomic step.
+    async fn try_acquire(&self, key: &str, owner: OwnerToken, ttl: Duration) -> Result<Attempt>;
+
+    /// Resets the lease's TTL to `ttl` if `owner` still holds it; `false` if the lease is gone
+    /// or belongs to someone else (it is never re-created).
+    async fn extend(&self, key: &str, owner: OwnerToken, ttl: Duration) -> Result<bool>;
+
+    /// Removes the lease if `owner` still holds it; `false` (and nothing changed) otherwise.
+    async fn release(&self, key: &str, owner: OwnerToken) -> Result<bool>;
+
+    /// Whether `owner` holds a live lease on `key` right now.
+    async fn holds(&self, key: &str, owner: OwnerToken) -> Result<bool>;
+
+    /// Starts listening for releases of `key`. Called *before* an attempt, so a release that
+    /// happens between a failed attempt and the wait is not missed. Backends without events
+    /// return [`ReleaseWatch::none`] and waiters poll.
+    async fn watch(&self, key: &str) -> Result<ReleaseWatch>;
+}
+
+/// Wakes a waiter when a lease it waits for is released (or when the backend may have missed
+/// a release, e.g. after a reconnect).
+pub struct ReleaseWatch {
+    rx: Option<watch::Receiver<u64>>,
+    _keep: Option<Box<dyn Send + Sync>>,
+}
+
+impl std::fmt::Debug for ReleaseWatch {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("ReleaseWatch")
+            .field("events", &self.rx.is_some())
+            .finish()
+    }
+}
+
+impl ReleaseWatch {
+    /// A watch that never fires: the waiter falls back to polling.
+    pub fn none() -> Self {
+        ReleaseWatch {
+            rx: None,
+            _keep: None,
+        }
+    }
+
+    /// A watch woken whenever the value in `rx` changes. `keep` is dropped with the watch (an
+    /// unsubscribe handle, a task to abort, …).
+    pub fn new(mut rx: watch::Receiver<u64>, keep: Option<Box<dyn Send + Sync>>) -> Self {
+        rx.mark_unchanged();
+        ReleaseWatch {
+            rx: Some(rx),
+            _keep: keep,
+        }
+    }
+
+    /// Resolves at the next release event; never resolves when the backend has no events.
+    pub async fn released(&mut self) {
+        match self.rx.as_mut() {
+            Some(rx) => {
+                if rx.changed().await.is_err() {
+                    // The sender is gone: no more events, only polling.
+                    self.rx = None;
+                    std::future::pending::<()>().await;
+                }
+            }
+            None => std::future::pending().await,
+        }
+    }
+}

@@ -1,0 +1,456 @@
+//! Redis: `SET NX PX` plus Lua scripts for fencing, compare-and-delete and compare-and-pexpire.
+//!
+//! # Stored names (fixed: two versions of lockwise must exclude each other)
+//!
+//! For key `K` under namespace prefix `P` (default `lockwise`):
+//!
+//! | name | type | content |
+//! |---|---|---|
+//! | `P:{K}` | string with PX expiry | the owner token, 32 lowercase hex characters |
+//! | `P:{K}:fence` | integer, no expiry | the last fencing token issued (`INCR`) |
+//! | `P:{K}:released` | pub/sub channel | the owner token, published on release |
+//!
+//! The braces make `K` the hash tag, so the lock and its counter live in one cluster slot (the
+//! prefix may not contain braces, so the first `{` is always ours).
+//!
+//! Waiters subscribe to the release channel on a pub/sub connection of their own *before* they
+//! try, then wait at most the PTTL that their failed attempt returned (expiry publishes
+//! nothing); after a reconnect the subscriptions are renewed and every waiter retries at once.
+
+use std::collections::HashMap;
+use std::sync::{Arc, LazyLock, Mutex, PoisonError};
+use std::time::Duration;
+
+use async_trait::async_trait;
+use redis::aio::{ConnectionManager, ConnectionManagerConfig};
+use redis::{Client, ProtocolVersion, PushInfo, PushKind, Script, Value};
+use tokio::sync::{OnceCell, watch};
+
+use super::{Attempt, Backend, ReleaseWatch};
+use crate::error::{Error, Result};
+use crate::lease::{FencingToken, OwnerToken};
+use crate::url::redact_url;
+
+static ACQUIRE: LazyLock<Script> = LazyLock::new(|| Script::new(include_str!("../../lua/acquire.lua")));
+static RELEASE: LazyLock<Script> = LazyLock::new(|| Script::new(include_str!("../../lua/release.lua")));
+static EXTEND: LazyLock<Script> = LazyLock::new(|| Script::new(include_str!("../../lua/extend.lua")));
+
+/// The namespace prefix used unless [`RedisBuilder::prefix`] says otherwise.
+pub const DEFAULT_PREFIX: &str = "lockwise";
+
+/// How long connecting (including authentication) may take before it is reported as failed.
+const CONNECT_TIMEOUT: Duration = Duration::from_secs(4);
+
+/// Leases in Redis. Clones share one multiplexed connection, which reconnects after a drop.
+#[derive(Clone)]
+pub struct RedisBackend {
+    inner: Arc<Inner>,
+}
+
+struct Inner {
+    conn: ConnectionManager,
+    client: Client,
+    prefix: String,
+    redacted_url: String,
+    /// The pub/sub connection for waiters, opened on first use; `None` if it could not be.
+    events: OnceCell<Option<Events>>,
+}
+
+impl std::fmt::Debug for RedisBackend {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("RedisBackend")
+            .field("url", &self.inner.redacted_url)
+            .field("prefix", &self.inner.prefix)
+            .finish_non_exhaustive()
+    }
+}
+
+/// Configures a [`RedisBackend`].
+///
+/// ```no_run
+/// # async fn demo() -> lockwise::Result<()> {
+/// use lockwise::backend::redis::RedisBackend;
+/// let backend = RedisBackend::builder("redis://127.0.0.1:6379/0")
+///     .prefix("billing-locks")
+///     .connect()
+///     .await?;
+/// let locker = lockwise::Locker::new(backend);
+/// # Ok(()) }
+/// ```
+#[derive(Clone)]
+pub struct RedisBuilder {
+    url: String,
+    prefix: String,
+    root_cert: Option<Vec<u8>>,
+}
+
+impl std::fmt::Debug for RedisBuilder {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("RedisBuilder")
+            .field("url", &redact_url(&self.url))
+            .field("prefix", &self.prefix)
+            .finish_non_exhaustive()
+    }
+}
+
+impl RedisBuilder {
+    /// The namespace prefix of every key (default [`DEFAULT_PREFIX`]). No braces, not empty.
+    pub fn prefix(mut self, prefix: impl Into<String>) -> Self {
+        self.prefix = prefix.into();
+        self
+    }
+
+    /// Trust this PEM root certificate for `rediss://` instead of the system's store (which
+    /// honours `SSL_CERT_FILE`).
+    pub fn tls_root_cert(mut self, pem: impl Into<Vec<u8>>) -> Self {
+        self.root_cert = Some(pem.into());
+        self
+    }
+
+    /// Connects and checks the server with a `PING`, within 4 seconds.
+    pub async fn connect(self) -> Result<RedisBackend> {
+        let redacted_url = redact_url(&self.url);
+        if self.prefix.is_empty()
+            || self.prefix.contains(['{', '}'])
+            || self.prefix.chars().any(char::is_control)
+        {
+            return Err(Error::config(format!(
+                "invalid Redis key prefix {:?}: it must be non-empty, without braces or control characters",
+                self.prefix
+            )));
+        }
+        let client = self.client(ProtocolVersion::RESP2)?;
+        let config = ConnectionManagerConfig::new()
+            .set_connection_timeout(Some(Duration::from_secs(2)))
+            .set_response_timeout(Some(Duration::from_secs(2)))
+            .set_number_of_retries(1);
+        let connect = async {
+            let mut conn = ConnectionManager::new_with_config(client.clone(), config).await?;
+            redis::cmd("PING").query_async::<String>(&mut conn).await?;
+            Ok::<_, redis::RedisError>(conn)
+        };
+        let conn = match tokio::time::timeout(CONNECT_TIMEOUT, connect).await {
+            Ok(Ok(conn)) => conn,
+            Ok(Err(e)) => {
+                return Err(Error::backend(
+                    "redis",
+                    format!("cannot connect to {redacted_url}: {e}"),
+                    e,
+                ));
+            }
+            Err(_) => {
+                return Err(Error::backend_msg(
+                    "redis",
+                    format!("no answer from {redacted_url} within {CONNECT_TIMEOUT:?}"),
+                ));
+            }
+        };
+        let events_client = self.client(ProtocolVersion::RESP3)?;
+        Ok(RedisBackend {
+            inner: Arc::new(Inner {
+                conn,
+                client: events_client,
+                prefix: self.prefix,
+                redacted_url,
+                events: OnceCell::new(),
+            }),
+        })
+    }
+
+    fn client(&self, protocol: ProtocolVersion) -> Result<Client> {
+        let bad_url = |e: redis::RedisError| {
+            Error::config(format!(
+                "malformed Redis URL {}: {:?}",
+                redact_url(&self.url),
+                e.kind()
+            ))
+        };
+        let info = redis::parse_redis_url(&self.url)
+            .ok_or_else(|| Error::config(format!("malformed Redis URL {}", redact_url(&self.url))))
+            .and_then(|url| redis::IntoConnectionInfo::into_connection_info(url).map_err(bad_url))?;
+        let settings = info.redis_settings().clone().set_protocol(protocol);
+        let info = info.set_redis_settings(settings);
+        let tls = matches!(info.addr(), redis::ConnectionAddr::TcpTls { .. });
+        if tls {
+            // rustls needs a process-wide crypto provider; installing it twice is harmless.
+            let _ = rustls::crypto::ring::default_provider().install_default();
+        }
+        match (&self.root_cert, tls) {
+            (Some(pem), true) => Client::build_with_tls(
+                info,
+                redis::TlsCertificates {
+                    client_tls: None,
+                    root_cert: Some(pem.clone()),
+                },
+            )
+            .map_err(bad_url),
+            _ => Client::open(info).map_err(bad_url),
+        }
+    }
+}
+
+impl RedisBackend {
+    /// Starts configuring a backend for `url` (`redis://[:password@]host[:port][/db]` or
+    /// `rediss://…`).
+    pub fn builder(url: impl Into<String>) -> RedisBuilder {
+        RedisBuilder {
+            url: url.into(),
+            prefix: DEFAULT_PREFIX.to_owned(),
+            root_cert: None,
+        }
+    }
+
+    /// Connects with the default settings.
+    pub async fn connect(url: &str) -> Result<Self> {
+        Self::builder(url).connect().await
+    }
+
+    /// The Redis name of the lock for `key` (`<prefix>:{<key>}`).
+    pub fn lock_name(&self, key: &str) -> String {
+        lock_name(&self.inner.prefix, key)
+    }
+
+    /// The Redis name of the fencing counter for `key` (`<prefix>:{<key>}:fence`).
+    pub fn fence_name(&self, key: &str) -> String {
+        format!("{}:fence", self.lock_name(key))
+    }
+
+    /// The pub/sub channel on which releases of `key` are announced (`<prefix>:{<key>}:released`).
+    pub fn channel_name(&self, key: &str) -> String {
+        format!("{}:released", self.lock_name(key))
+    }
+
+    fn conn(&self) -> ConnectionManager {
+        self.inner.conn.clone()
+    }
+
+    fn fail(&self, what: &str, e: redis::RedisError) -> Error {
+        Error::backend(
+            "redis",
+            format!("{what} on {} failed: {e}", self.inner.redacted_url),
+            e,
+        )
+    }
+
+    async fn events(&self) -> Option<&Events> {
+        self.inner
+            .events
+            .get_or_init(|| async {
+                match Events::connect(self.inner.client.clone()).await {
+                    Ok(events) => Some(events),
+                    Err(error) => {
+                        tracing::warn!(%error, "no pub/sub connection; waiters will poll");
+                        None
+                    }
+                }
+            })
+            .await
+            .as_ref()
+    }
+}
+
+fn lock_name(prefix: &str, key: &str) -> String {
+    format!("{prefix}:{{{key}}}")
+}
+
+fn ttl_millis(ttl: Duration) -> u64 {
+    u64::try_from(ttl.as_millis()).unwrap_or(u64::MAX).max(1)
+}
+
+#[async_trait]
+impl Backend for RedisBackend {
+    async fn try_acquire(&self, key: &str, owner: OwnerToken, ttl: Duration) -> Result<Attempt> {
+        let (granted, n): (i64, i64) = ACQUIRE
+            .key(self.lock_name(key))
+            .key(self.fence_name(key))
+            .arg(owner.to_hex())
+            .arg(ttl_millis(ttl))
+            .invoke_async(&mut self.conn())
+            .await
+            .map_err(|e| self.fail("acquire", e))?;
+        if granted == 1 {
+            let fence = u64::try_from(n).map_err(|_| {
+                Error::backend_msg("redis", format!("fencing counter {n} is not a positive integer"))
+            })?;
+            Ok(Attempt::Granted(FencingToken::new(fence)))
+        } else {
+            // PTTL: -2 = gone since, -1 = no expiry (someone else's key): retry soon either way.
+            let expires_in = u64::try_from(n).ok().map(Duration::from_millis);
+            Ok(Attempt::Held { expires_in })
+        }
+    }
+
+    async fn extend(&self, key: &str, owner: OwnerToken, ttl: Duration) -> Result<bool> {
+        let n: i64 = EXTEND
+            .key(self.lock_name(key))
+            .arg(owner.to_hex())
+            .arg(ttl_millis(ttl))
+            .invoke_async(&mut self.conn())
+            .await
+            .map_err(|e| self.fail("extend", e))?;
+        Ok(n == 1)
+    }
+
+    async fn release(&self, key: &str, owner: OwnerToken) -> Result<bool> {
+        let n: i64 = RELEASE
+            .key(self.lock_name(key))
+            .arg(owner.to_hex())
+            .arg(self.channel_name(key))
+            .invoke_async(&mut self.conn())
+            .await
+            .map_err(|e| self.fail("release", e))?;
+        Ok(n == 1)
+    }
+
+    async fn holds(&self, key: &str, owner: OwnerToken) -> Result<bool> {
+        let current: Option<String> = redis::cmd("GET")
+            .arg(self.lock_name(key))
+            .query_async(&mut self.conn())
+            .await
+            .map_err(|e| self.fail("ownership check", e))?;
+        Ok(current.is_some_and(|c| c == owner.to_hex()))
+    }
+
+    async fn watch(&self, key: &str) -> Result<ReleaseWatch> {
+        let Some(events) = self.events().await else {
+            return Ok(ReleaseWatch::none());
+        };
+        let channel = self.channel_name(key);
+        match events.subscribe(&channel).await {
+            Ok(watch) => Ok(watch),
+            Err(error) => {
+                tracing::warn!(%error, "subscribe failed; this waiter will poll");
+                Ok(ReleaseWatch::none())
+            }
+        }
+    }
+}
+
+/// The waiters' pub/sub connection (RESP3, so that messages arrive as pushes on a connection
+/// manager that reconnects and resubscribes by itself).
+#[derive(Clone)]
+struct Events {
+    conn: ConnectionManager,
+    channels: Arc<Mutex<HashMap<String, Channel>>>,
+}
+
+struct Channel {
+    released: watch::Sender<u64>,
+    waiters: usize,
+}
+
+type Channels = Arc<Mutex<HashMap<String, Channel>>>;
+
+impl Events {
+    async fn connect(client: Client) -> redis::RedisResult<Self> {
+        let channels: Channels = Arc::default();
+        let dispatch = channels.clone();
+        let config = ConnectionManagerConfig::new()
+            .set_connection_timeout(Some(Duration::from_secs(2)))
+            .set_automatic_resubscription()
+            .set_push_sender(move |push: PushInfo| {
+                on_push(&dispatch, push);
+                Ok::<(), std::convert::Infallible>(())
+            });
+        let conn = ConnectionManager::new_with_config(client, config).await?;
+        Ok(Events { conn, channels })
+    }
+
+    async fn subscribe(&self, channel: &str) -> redis::RedisResult<ReleaseWatch> {
+        let rx = {
+            let mut channels = self.channels.lock().unwrap_or_else(PoisonError::into_inner);
+            let entry = channels.entry(channel.to_owned()).or_insert_with(|| Channel {
+                released: watch::channel(0).0,
+                waiters: 0,
+            });
+            entry.waiters += 1;
+            entry.released.subscribe()
+        };
+        let unsubscribe = Unsubscribe {
+            events: self.clone(),
+            channel: channel.to_owned(),
+        };
+        // SUBSCRIBE is idempotent; every waiter sends it so none waits before it is confirmed.
+        self.conn.clone().subscribe(channel).await?;
+        Ok(ReleaseWatch::new(rx, Some(Box::new(unsubscribe))))
+    }
+}
+
+fn on_push(channels: &Channels, push: PushInfo) {
+    let channels = channels.lock().unwrap_or_else(PoisonError::into_inner);
+    match push.kind {
+        PushKind::Message => {
+            if let Some(Value::BulkString(name)) = push.data.first() {
+                let name = String::from_utf8_lossy(name);
+                if let Some(channel) = channels.get(name.as_ref()) {
+                    channel.released.send_modify(|n| *n += 1);
+                }
+            }
+        }
+        // A release may have been missed while disconnected: let every waiter retry.
+        PushKind::Disconnection => {
+            for channel in channels.values() {
+                channel.released.send_modify(|n| *n += 1);
+            }
+        }
+        _ => {}
+    }
+}
+
+/// Drops a waiter's interest in a channel; the last one out unsubscribes.
+struct Unsubscribe {
+    events: Events,
+    channel: String,
+}
+
+impl Drop for Unsubscribe {
+    fn drop(&mut self) {
+        let last = {
+            let mut channels = self.events.channels.lock().unwrap_or_else(PoisonError::into_inner);
+            match channels.get_mut(&self.channel) {
+                Some(entry) if entry.waiters <= 1 => {
+                    channels.remove(&self.channel);
+                    true
+                }
+                Some(entry) => {
+                    entry.waiters -= 1;
+                    false
+                }
+                None => false,
+            }
+        };
+        if let (true, Ok(handle)) = (last, tokio::runtime::Handle::try_current()) {
+            let events = self.events.clone();
+            let channel = std::mem::take(&mut self.channel);
+            handle.spawn(async move {
+                let still_unused = !events
+                    .channels
+                    .lock()
+                    .unwrap_or_else(PoisonError::into_inner)
+                    .contains_key(&channel);
+                if still_unused {
+                    let _ = events.conn.clone().unsubscribe(&channel).await;
+                }
+            });
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// Golden names: changing them breaks exclusion between versions during a rolling deploy.
+    #[test]
+    fn stored_names_are_fixed() {
+        assert_eq!(lock_name("lockwise", "orders:42"), "lockwise:{orders:42}");
+        assert_eq!(lock_name("app", "a}b"), "app:{a}b}");
+    }
+
+    #[test]
+    fn scripts_are_pinned() {
+        assert_eq!(ACQUIRE.get_hash().len(), 40);
+        assert!(include_str!("../../lua/release.lua").contains("redis.call('GET', KEYS[1]) == ARGV[1]"));
+        assert!(include_str!("../../lua/extend.lua").contains("PEXPIRE"));
+    }
+}

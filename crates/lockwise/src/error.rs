@@ -1,0 +1,107 @@
+//! The one error type of this crate.
+
+use std::time::Duration;
+
+/// `Result` with [`Error`] as the default error type.
+pub type Result<T, E = Error> = std::result::Result<T, E>;
+
+/// Everything that can go wrong in lockwise.
+///
+/// A lock that someone else holds is *not* an error: [`Locker::try_acquire`](crate::Locker::try_acquire)
+/// returns `Ok(None)` for it. Messages never contain a password: URLs are redacted before they
+/// reach an error, a log line or a `Debug` string.
+///
+/// Which errors are worth retrying: [`Error::Backend`] (see [`Error::is_transient`]). The input
+/// errors never succeed on retry; [`Error::LockLost`] means the protected work must stop.
+#[derive(Debug, thiserror::Error)]
+#[non_exhaustive]
+pub enum Error {
+    /// The key is empty, longer than [`MAX_KEY_LEN`](crate::MAX_KEY_LEN) bytes, or otherwise unusable.
+    #[error("invalid lock key: {reason}")]
+    InvalidKey {
+        /// Why the key was refused.
+        reason: String,
+    },
+    /// The TTL is outside [`MIN_TTL`](crate::MIN_TTL)..=[`MAX_TTL`](crate::MAX_TTL).
+    #[error("invalid TTL {ttl:?}: {reason}")]
+    InvalidTtl {
+        /// The TTL that was refused.
+        ttl: Duration,
+        /// Why it was refused.
+        reason: &'static str,
+    },
+    /// The backend URL or another option cannot be used.
+    #[error("invalid configuration: {reason}")]
+    InvalidConfig {
+        /// What is wrong, with any password redacted.
+        reason: String,
+    },
+    /// The backend could not be reached or answered with an error: connection refused, timeout,
+    /// authentication, TLS, a server of another kind on the port, or a local I/O failure.
+    #[error("backend failure ({backend}): {message}")]
+    Backend {
+        /// Which backend failed (`"redis"`, `"file"`, …).
+        backend: &'static str,
+        /// What failed, with any password redacted.
+        message: String,
+        /// The underlying error, when there is one.
+        #[source]
+        source: Option<Box<dyn std::error::Error + Send + Sync + 'static>>,
+    },
+    /// The lock is no longer held by this owner: its lease expired, it was taken over, or it was
+    /// deleted. Work protected by it must stop.
+    #[error("lock {key:?} was lost")]
+    LockLost {
+        /// The lock's key.
+        key: String,
+    },
+    /// [`Locker::acquire`](crate::Locker::acquire) gave up after waiting this long.
+    #[error("timed out after {waited:?} waiting for lock {key:?}")]
+    WaitTimeout {
+        /// The lock's key.
+        key: String,
+        /// How long the caller waited.
+        waited: Duration,
+    },
+}
+
+impl Error {
+    /// Whether trying again later may succeed: true for backend failures only.
+    pub fn is_transient(&self) -> bool {
+        matches!(self, Error::Backend { .. })
+    }
+
+    /// Whether this is a usage error (bad key, TTL or configuration) that no retry can fix.
+    pub fn is_invalid_input(&self) -> bool {
+        matches!(
+            self,
+            Error::InvalidKey { .. } | Error::InvalidTtl { .. } | Error::InvalidConfig { .. }
+        )
+    }
+
+    pub(crate) fn backend(
+        backend: &'static str,
+        message: impl Into<String>,
+        source: impl std::error::Error + Send + Sync + 'static,
+    ) -> Self {
+        Error::Backend {
+            backend,
+            message: message.into(),
+            source: Some(Box::new(source)),
+        }
+    }
+
+    pub(crate) fn backend_msg(backend: &'static str, message: impl Into<String>) -> Self {
+        Error::Backend {
+            backend,
+            message: message.into(),
+            source: None,
+        }
+    }
+
+    pub(crate) fn config(reason: impl Into<String>) -> Self {
+        Error::InvalidConfig {
+            reason: reason.into(),
+        }
+    }
+}

@@ -1,0 +1,181 @@
+//! The generic layer that turns any [`Backend`] into locks with one behaviour.
+
+use std::sync::Arc;
+
+use tokio::runtime::Handle;
+use tokio::time::{Instant, sleep_until};
+
+use crate::backend::file::FileBackend;
+use crate::backend::memory::MemoryBackend;
+use crate::backend::{Attempt, Backend};
+use crate::error::{Error, Result};
+use crate::guard::{Guard, ReleaseOnDrop};
+use crate::lease::{OwnerToken, drift, validate_key, validate_ttl};
+use crate::options::LockOptions;
+use crate::url::BackendUrl;
+
+/// Takes locks on one backend. Cheap to clone; clones share the backend's connection.
+///
+/// ```
+/// # #[tokio::main] async fn main() -> lockwise::Result<()> {
+/// use std::time::Duration;
+/// use lockwise::{LockOptions, Locker};
+///
+/// let locker = Locker::connect("memory:").await?;
+/// let opts = LockOptions::ttl(Duration::from_secs(30));
+///
+/// let Some(guard) = locker.try_acquire("outbox-dispatcher", &opts).await? else {
+///     return Ok(()); // another instance is on it: not an error
+/// };
+/// assert!(locker.try_acquire("outbox-dispatcher", &opts).await?.is_none());
+/// let token = guard.token(); // hand this to the resource you write to
+/// guard.run(async { /* the protected work */ }).await?;
+/// assert!(guard.release().await?);
+/// # let _ = token; Ok(()) }
+/// ```
+#[derive(Debug, Clone)]
+pub struct Locker {
+    backend: Arc<dyn Backend>,
+}
+
+impl Locker {
+    /// Locks on `backend`.
+    pub fn new(backend: impl Backend) -> Self {
+        Locker {
+            backend: Arc::new(backend),
+        }
+    }
+
+    /// Locks on the backend a URL names: `file:///dir`, `redis://host[:port][/db]`,
+    /// `rediss://…`, or `memory:` (one process only).
+    pub async fn connect(url: &str) -> Result<Self> {
+        Ok(match BackendUrl::parse(url)? {
+            BackendUrl::Memory => Locker::new(MemoryBackend::new()),
+            BackendUrl::File(dir) => Locker::new(FileBackend::open(dir)?),
+            #[cfg(feature = "redis")]
+            BackendUrl::Redis(url) => Locker::new(crate::backend::redis::RedisBackend::connect(&url).await?),
+            #[cfg(not(feature = "redis"))]
+            BackendUrl::Redis(_) => {
+                return Err(Error::config("this build of lockwise has no Redis support (feature \"redis\")"));
+            }
+        })
+    }
+
+    /// The backend, for calls the lock API does not cover.
+    pub fn backend(&self) -> &Arc<dyn Backend> {
+        &self.backend
+    }
+
+    /// One attempt: `Ok(Some(guard))` when granted, `Ok(None)` when someone else holds the
+    /// lock (not an error).
+    ///
+    /// # Cancel safety
+    ///
+    /// If this future is dropped after the request may have reached the backend, a
+    /// compare-and-delete by this attempt's owner token is scheduled on the Tokio runtime the
+    /// attempt started on, so a grant nobody received is released at once; the TTL is the
+    /// backstop if that release cannot run. Dropping it never leaves a lock that nobody will
+    /// release.
+    #[tracing::instrument(level = "debug", skip(self, opts), fields(ttl = ?opts.ttl))]
+    pub async fn try_acquire(&self, key: &str, opts: &LockOptions) -> Result<Option<Guard>> {
+        validate_key(key)?;
+        validate_ttl(opts.ttl)?;
+        Ok(self.attempt(key, opts).await?.ok())
+    }
+
+    /// Waits for the lock: until it is granted, [`LockOptions::wait`] runs out
+    /// ([`Error::WaitTimeout`]), or the retry strategy gives up (also `WaitTimeout`).
+    ///
+    /// Between attempts a waiter sleeps for the retry strategy's backoff, but never longer than
+    /// the holder's remaining TTL, and wakes early when the backend announces a release
+    /// (Redis pub/sub, inotify on the file backend, in-process on memory).
+    ///
+    /// # Cancel safety
+    ///
+    /// As for [`try_acquire`](Self::try_acquire): dropping the future at any point leaves no
+    /// lock behind (a grant in flight is released by owner token on the acquiring runtime).
+    #[tracing::instrument(level = "debug", skip(self, opts), fields(ttl = ?opts.ttl, wait = ?opts.wait))]
+    pub async fn acquire(&self, key: &str, opts: &LockOptions) -> Result<Guard> {
+        validate_key(key)?;
+        validate_ttl(opts.ttl)?;
+        let start = Instant::now();
+        let give_up = opts.wait.map(|w| start + w);
+        let mut retry = opts.retry.clone();
+        // Subscribe before the first attempt, so a release right after it is not missed.
+        let mut released = self.backend.watch(key).await?;
+        loop {
+            let expires_in = match self.attempt(key, opts).await? {
+                Ok(guard) => return Ok(guard),
+                Err(expires_in) => expires_in,
+            };
+            let now = Instant::now();
+            let timed_out = || Error::WaitTimeout {
+                key: key.to_owned(),
+                waited: now - start,
+            };
+            let Some(backoff) = retry.next_backoff() else {
+                return Err(timed_out());
+            };
+            let mut wake = now + backoff;
+            if let Some(left) = expires_in {
+                // Expiry announces nothing: come back when the holder's TTL runs out.
+                wake = wake.min(now + left.max(std::time::Duration::from_millis(1)));
+            }
+            if let Some(give_up) = give_up {
+                if now >= give_up {
+                    return Err(timed_out());
+                }
+                wake = wake.min(give_up);
+            }
+            tokio::select! {
+                _ = released.released() => {}
+                _ = sleep_until(wake) => {}
+            }
+        }
+    }
+
+    /// One attempt. `Err(expires_in)` when someone else holds the lock.
+    async fn attempt(
+        &self,
+        key: &str,
+        opts: &LockOptions,
+    ) -> Result<Result<Guard, Option<std::time::Duration>>> {
+        let handle = Handle::try_current()
+            .map_err(|_| Error::config("lockwise must run inside a Tokio runtime"))?;
+        let owner = OwnerToken::random();
+        // Armed until we know the outcome: if this future is dropped mid-request, or the
+        // request fails after it may have reached the server, the grant is released by owner.
+        let mut pending = ReleaseOnDrop {
+            backend: self.backend.clone(),
+            key: key.to_owned(),
+            owner,
+            handle,
+            armed: true,
+        };
+        let sent = Instant::now();
+        match self.backend.try_acquire(key, owner, opts.ttl).await? {
+            Attempt::Granted(fence) => {
+                if Instant::now() >= sent + opts.ttl - drift(opts.ttl) {
+                    // The answer came back after the lease may already have run out: never act
+                    // on it. `pending` releases it.
+                    tracing::warn!(key, %fence, "grant arrived after its local deadline; discarded");
+                    return Ok(Err(None));
+                }
+                tracing::debug!(key, %fence, "acquired");
+                pending.armed = false;
+                let on_drop = ReleaseOnDrop {
+                    backend: self.backend.clone(),
+                    key: key.to_owned(),
+                    owner,
+                    handle: pending.handle.clone(),
+                    armed: true,
+                };
+                Ok(Ok(Guard::start(on_drop, fence, sent, opts.ttl, opts.renew_interval())))
+            }
+            Attempt::Held { expires_in } => {
+                pending.armed = false;
+                Ok(Err(expires_in))
+            }
+        }
+    }
+}

@@ -1,0 +1,90 @@
+//! Backend URLs: which backend a URL names, and how to print one without its password.
+
+use std::path::PathBuf;
+
+use crate::error::{Error, Result};
+
+/// The backend a URL names.
+#[derive(Debug, Clone, PartialEq, Eq)]
+#[non_exhaustive]
+pub enum BackendUrl {
+    /// `memory:` — one process only.
+    Memory,
+    /// `file:///absolute/dir` — processes on one machine.
+    File(PathBuf),
+    /// `redis://…` or `rediss://…`.
+    Redis(String),
+}
+
+impl BackendUrl {
+    /// Parses and checks a URL; errors never contain the password.
+    ///
+    /// ```
+    /// use lockwise::url::BackendUrl;
+    /// assert_eq!(BackendUrl::parse("memory:").unwrap(), BackendUrl::Memory);
+    /// assert!(BackendUrl::parse("redis://127.0.0.1:6379/0").is_ok());
+    /// assert!(BackendUrl::parse("redis://").is_err()); // no host
+    /// assert!(BackendUrl::parse("ftp://x").is_err());  // unknown scheme
+    /// ```
+    pub fn parse(raw: &str) -> Result<Self> {
+        let shown = redact_url(raw);
+        let url = url::Url::parse(raw)
+            .map_err(|e| Error::config(format!("malformed URL {shown}: {e}")))?;
+        match url.scheme() {
+            "memory" => Ok(BackendUrl::Memory),
+            "file" => {
+                if url.host_str().is_some_and(|h| !h.is_empty() && h != "localhost") {
+                    return Err(Error::config(format!(
+                        "file URL {shown} names a remote host; use file:///absolute/dir"
+                    )));
+                }
+                let path = url.to_file_path().map_err(|()| {
+                    Error::config(format!("file URL {shown} has no usable path"))
+                })?;
+                if path.as_os_str().len() <= 1 {
+                    return Err(Error::config(format!(
+                        "file URL {shown} names no directory; use file:///absolute/dir"
+                    )));
+                }
+                Ok(BackendUrl::File(path))
+            }
+            "redis" | "rediss" => {
+                if url.host_str().is_none_or(str::is_empty) {
+                    return Err(Error::config(format!("Redis URL {shown} has no host")));
+                }
+                Ok(BackendUrl::Redis(raw.to_owned()))
+            }
+            other => Err(Error::config(format!(
+                "unknown URL scheme {other:?} in {shown}; expected file://, redis://, rediss:// or memory:"
+            ))),
+        }
+    }
+}
+
+/// `url` with any password replaced by `***`, for messages and logs. Works on malformed URLs
+/// too: everything between `scheme://` and the last `@` of the authority is user info.
+///
+/// ```
+/// use lockwise::url::redact_url;
+/// assert_eq!(redact_url("redis://:hunter2@host:6379/0"), "redis://:***@host:6379/0");
+/// assert_eq!(redact_url("redis://user:p@ss@host"), "redis://user:***@host");
+/// assert_eq!(redact_url("redis://host"), "redis://host");
+/// ```
+pub fn redact_url(url: &str) -> String {
+    let Some(scheme_end) = url.find("://") else {
+        return url.to_owned();
+    };
+    let rest_start = scheme_end + 3;
+    let rest = &url[rest_start..];
+    let authority_end = rest.find(['/', '?', '#']).unwrap_or(rest.len());
+    let authority = &rest[..authority_end];
+    let Some(at) = authority.rfind('@') else {
+        return url.to_owned();
+    };
+    let userinfo = &authority[..at];
+    let user = match userinfo.find(':') {
+        Some(colon) => format!("{}:***", &userinfo[..colon]),
+        None => "***".to_owned(),
+    };
+    format!("{}{user}{}", &url[..rest_start], &url[rest_start + at..])
+}
