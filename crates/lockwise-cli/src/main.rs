@@ -1,1 +1,84 @@
-fn main() {}
+//! `lockwise`: run a command under a distributed lock.
+
+mod duration;
+mod exit;
+mod run;
+
+use std::ffi::OsString;
+use std::process::ExitCode;
+
+use clap::{Parser, Subcommand};
+
+const AFTER_HELP: &str = "\
+Which tool for which problem:
+  many workers draining a queue            a SKIP LOCKED queue, or key partitioning
+  a periodic job that runs in one place    a lock (efficiency) or leader election,
+                                           plus a unique constraint on (job, period)
+  never create a duplicate record          a unique constraint (run_once, idempotency key)
+  serial writes to an external resource    a lock WITH a fencing token the resource checks
+
+A lock gives mutual exclusion most of the time, never always: pass $LOCKWISE_FENCING_TOKEN
+to the resource you write and let it reject older tokens.";
+
+/// Distributed locks done right.
+#[derive(Debug, Parser)]
+#[command(
+    name = "lockwise",
+    version,
+    about = "Distributed locks done right: owner tokens, fencing tokens, renewal, a lost-lock signal.",
+    after_help = AFTER_HELP
+)]
+struct Cli {
+    #[command(subcommand)]
+    command: Command,
+}
+
+#[derive(Debug, Subcommand)]
+enum Command {
+    Run(run::RunArgs),
+}
+
+fn main() -> ExitCode {
+    init_tracing();
+    let cli = match Cli::try_parse_from(std::env::args_os().collect::<Vec<OsString>>()) {
+        Ok(cli) => cli,
+        Err(e) => {
+            use clap::error::ErrorKind;
+            let _ = e.print();
+            return match e.kind() {
+                ErrorKind::DisplayHelp | ErrorKind::DisplayVersion => ExitCode::SUCCESS,
+                _ => ExitCode::from(exit::USAGE),
+            };
+        }
+    };
+    let runtime = match tokio::runtime::Builder::new_multi_thread()
+        .worker_threads(2)
+        .enable_all()
+        .build()
+    {
+        Ok(rt) => rt,
+        Err(e) => {
+            eprintln!("lockwise: cannot start the async runtime: {e}");
+            return ExitCode::from(exit::BACKEND);
+        }
+    };
+    let code = runtime.block_on(async {
+        match cli.command {
+            Command::Run(args) => run::run(args).await,
+        }
+    });
+    // Do not wait for background tasks (a best-effort release already finished or timed out).
+    runtime.shutdown_timeout(std::time::Duration::from_millis(100));
+    ExitCode::from(code)
+}
+
+/// Diagnostics go to stderr only; `LOCKWISE_LOG` sets the filter (default `warn`).
+fn init_tracing() {
+    let filter = tracing_subscriber::EnvFilter::try_from_env("LOCKWISE_LOG")
+        .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("warn"));
+    tracing_subscriber::fmt()
+        .with_env_filter(filter)
+        .with_writer(std::io::stderr)
+        .with_target(false)
+        .init();
+}

@@ -1,0 +1,269 @@
+//! `lockwise run`: hold a lock (renewing it) while a command runs, like `flock(1)` and
+//! `etcdctl lock NAME CMD`, but with a TTL, a fencing token, and a command that is stopped
+//! when the lock is lost.
+
+use std::ffi::OsString;
+use std::io;
+use std::process::ExitStatus;
+use std::time::Duration;
+
+use lockwise::backend::file::FileBackend;
+use lockwise::lease::{validate_key, validate_ttl};
+use lockwise::url::BackendUrl;
+use lockwise::{Error, Guard, LockOptions, Locker};
+use nix::errno::Errno;
+use nix::sys::signal::{Signal, killpg};
+use nix::unistd::Pid;
+use tokio::process::{Child, Command};
+use tokio::signal::unix::{SignalKind, signal};
+use tokio::time::{Instant, sleep, sleep_until};
+
+use crate::{duration, exit};
+
+const EXIT_CODES: &str = "\
+Exit codes:
+  the command's own    it ran (128+N if signal N killed it)
+  126, 127             the command could not be executed / was not found
+  64                   usage error: arguments, key, TTL, duration or URL
+  69                   backend failure: refused, authentication, TLS, protocol, timeout
+  70                   the lock was lost while the command ran (it got SIGTERM, then SIGKILL)
+  75                   the lock was not obtained within --wait (see --conflict-exit-code)
+
+The command gets LOCKWISE_FENCING_TOKEN and LOCKWISE_LOCK_KEY in its environment.
+SIGINT and SIGTERM are forwarded to its process group. lockwise writes nothing to stdout.";
+
+/// Run a command while holding a lock, renewing it as long as the command runs.
+#[derive(Debug, clap::Args)]
+#[command(after_help = EXIT_CODES)]
+pub(crate) struct RunArgs {
+    /// Backend: file:///dir, redis://[:password@]host[:port][/db] or rediss://…
+    /// [default: a per-user lock directory, $XDG_STATE_HOME/lockwise]
+    #[arg(long, env = "LOCKWISE_URL", hide_env_values = true, value_name = "URL")]
+    url: Option<String>,
+
+    /// The lock's name (UTF-8, 1 to 512 bytes)
+    #[arg(long, value_name = "KEY", value_parser = clap::builder::OsStringValueParser::new())]
+    key: OsString,
+
+    /// The lease's time to live (100ms to 24h); renewed every TTL/3 while the command runs
+    #[arg(long, default_value = "30s", value_parser = duration::parse, value_name = "DURATION")]
+    ttl: Duration,
+
+    /// Wait this long for the lock [default: do not wait]
+    #[arg(long, value_parser = duration::parse, value_name = "DURATION")]
+    wait: Option<Duration>,
+
+    /// Do not renew: the lease ends after one TTL even if the command still runs
+    #[arg(long)]
+    no_renew: bool,
+
+    /// Exit code when the lock is not obtained [default: 75]
+    #[arg(long, value_name = "N", value_parser = clap::value_parser!(u8))]
+    conflict_exit_code: Option<u8>,
+
+    /// After the lock is lost, how long the command has between SIGTERM and SIGKILL
+    #[arg(long, default_value = "5s", value_parser = duration::parse, value_name = "DURATION")]
+    kill_after: Duration,
+
+    /// The command and its arguments
+    #[arg(last = true, required = true, value_name = "CMD")]
+    command: Vec<OsString>,
+}
+
+/// A failure that ends `lockwise run` with `code` after printing `message` to stderr.
+struct Failure {
+    code: u8,
+    message: String,
+}
+
+impl Failure {
+    fn usage(message: impl Into<String>) -> Self {
+        Failure {
+            code: exit::USAGE,
+            message: message.into(),
+        }
+    }
+}
+
+impl From<Error> for Failure {
+    fn from(e: Error) -> Self {
+        Failure {
+            code: exit::for_error(&e),
+            message: e.to_string(),
+        }
+    }
+}
+
+pub(crate) async fn run(args: RunArgs) -> u8 {
+    match run_checked(args).await {
+        Ok(code) => code,
+        Err(Failure { code, message }) => {
+            eprintln!("lockwise: {message}");
+            code
+        }
+    }
+}
+
+async fn run_checked(args: RunArgs) -> Result<u8, Failure> {
+    let key = args
+        .key
+        .into_string()
+        .map_err(|_| Failure::usage("invalid lock key: it is not valid UTF-8"))?;
+    validate_key(&key)?;
+    validate_ttl(args.ttl)?;
+    let locker = locker(args.url.as_deref()).await?;
+    let mut opts = LockOptions::ttl(args.ttl).renew(!args.no_renew);
+    let conflict = args.conflict_exit_code.unwrap_or(exit::CONFLICT);
+    let guard = match args.wait {
+        None => locker.try_acquire(&key, &opts).await?,
+        Some(wait) => {
+            opts = opts.wait(wait);
+            match locker.acquire(&key, &opts).await {
+                Ok(guard) => Some(guard),
+                Err(Error::WaitTimeout { .. }) => None,
+                Err(e) => return Err(e.into()),
+            }
+        }
+    };
+    let Some(guard) = guard else {
+        eprintln!("lockwise: lock {key:?} is held by someone else");
+        return Ok(conflict);
+    };
+    tracing::info!(key, token = %guard.token(), "acquired");
+
+    let child = match spawn(&args.command, &key, &guard) {
+        Ok(child) => child,
+        Err(e) => {
+            let name = args.command[0].to_string_lossy();
+            release(guard).await;
+            let code = match e.kind() {
+                io::ErrorKind::NotFound => exit::NOT_FOUND,
+                _ => exit::CANNOT_EXECUTE,
+            };
+            return Err(Failure {
+                code,
+                message: format!("cannot run {name}: {e}"),
+            });
+        }
+    };
+    let outcome = supervise(child, &guard, args.kill_after).await;
+    release(guard).await;
+    match outcome {
+        Outcome::Exited(status) => Ok(exit_code(status)),
+        Outcome::Lost => Err(Failure {
+            code: exit::LOST,
+            message: format!("lock {key:?} was lost; the command was stopped"),
+        }),
+        Outcome::WaitFailed(e) => Err(Failure {
+            code: exit::BACKEND,
+            message: format!("lost track of the command: {e}"),
+        }),
+    }
+}
+
+async fn locker(url: Option<&str>) -> Result<Locker, Failure> {
+    let parsed = match url {
+        None => BackendUrl::File(FileBackend::default_dir()?),
+        Some(url) => BackendUrl::parse(url)?,
+    };
+    Ok(match parsed {
+        BackendUrl::Memory => {
+            return Err(Failure::usage(
+                "memory: cannot exclude two processes; use file:///dir or redis://host",
+            ));
+        }
+        BackendUrl::File(dir) => Locker::new(FileBackend::open(dir)?),
+        _ => Locker::connect(url.unwrap_or_default()).await?,
+    })
+}
+
+fn spawn(command: &[OsString], key: &str, guard: &Guard) -> io::Result<Child> {
+    let (program, rest) = command
+        .split_first()
+        .ok_or_else(|| io::Error::new(io::ErrorKind::NotFound, "no command"))?;
+    Command::new(program)
+        .args(rest)
+        .env("LOCKWISE_FENCING_TOKEN", guard.token().to_string())
+        .env("LOCKWISE_LOCK_KEY", key)
+        // Its own process group, so that the whole tree can be signalled.
+        .process_group(0)
+        .spawn()
+}
+
+enum Outcome {
+    Exited(ExitStatus),
+    Lost,
+    WaitFailed(io::Error),
+}
+
+/// Waits for the command, forwarding SIGINT/SIGTERM; if the lock is lost, stops the command's
+/// whole process group (SIGTERM, then SIGKILL after `kill_after`) and returns once it is gone.
+async fn supervise(mut child: Child, guard: &Guard, kill_after: Duration) -> Outcome {
+    let group = child.id().and_then(|id| i32::try_from(id).ok()).map(Pid::from_raw);
+    let (mut sigint, mut sigterm) = match (
+        signal(SignalKind::interrupt()),
+        signal(SignalKind::terminate()),
+    ) {
+        (Ok(i), Ok(t)) => (i, t),
+        (Err(e), _) | (_, Err(e)) => return Outcome::WaitFailed(e),
+    };
+    let signal_group = |sig: Signal| {
+        if let Some(group) = group {
+            let _ = killpg(group, sig);
+        }
+    };
+    let mut lost_at: Option<Instant> = None;
+    let mut killed = false;
+    let status = loop {
+        let kill_at = lost_at.map(|at| at + kill_after);
+        tokio::select! {
+            status = child.wait() => break status,
+            _ = sigint.recv() => signal_group(Signal::SIGINT),
+            _ = sigterm.recv() => signal_group(Signal::SIGTERM),
+            _ = guard.lost(), if lost_at.is_none() => {
+                eprintln!("lockwise: lock {:?} lost; sending SIGTERM to the command", guard.key());
+                lost_at = Some(Instant::now());
+                signal_group(Signal::SIGTERM);
+            }
+            _ = sleep_until(kill_at.unwrap_or_else(Instant::now)), if kill_at.is_some() && !killed => {
+                killed = true;
+                signal_group(Signal::SIGKILL);
+            }
+        }
+    };
+    let Some(lost_at) = lost_at else {
+        return match status {
+            Ok(status) => Outcome::Exited(status),
+            Err(e) => Outcome::WaitFailed(e),
+        };
+    };
+    // The lock counts as released only once every process of the tree is gone.
+    if let Some(group) = group {
+        let kill_at = lost_at + kill_after;
+        while killpg(group, None) != Err(Errno::ESRCH) {
+            if Instant::now() >= kill_at {
+                let _ = killpg(group, Signal::SIGKILL);
+            }
+            sleep(Duration::from_millis(20)).await;
+        }
+    }
+    Outcome::Lost
+}
+
+async fn release(guard: Guard) {
+    let key = guard.key().to_owned();
+    match guard.release().await {
+        Ok(true) => tracing::info!(key, "released"),
+        Ok(false) => eprintln!("lockwise: lock {key:?} had already expired when released"),
+        Err(e) => eprintln!("lockwise: releasing {key:?} failed ({e}); its TTL will expire it"),
+    }
+}
+
+fn exit_code(status: ExitStatus) -> u8 {
+    use std::os::unix::process::ExitStatusExt;
+    match (status.code(), status.signal()) {
+        (Some(code), _) => u8::try_from(code & 0xff).unwrap_or(1),
+        (None, Some(sig)) => u8::try_from(128 + sig).unwrap_or(255),
+        (None, None) => 1,
+    }
+}
