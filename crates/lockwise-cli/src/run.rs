@@ -199,7 +199,10 @@ enum Outcome {
 /// Waits for the command, forwarding SIGINT/SIGTERM; if the lock is lost, stops the command's
 /// whole process group (SIGTERM, then SIGKILL after `kill_after`) and returns once it is gone.
 async fn supervise(mut child: Child, guard: &Guard, kill_after: Duration) -> Outcome {
-    let group = child.id().and_then(|id| i32::try_from(id).ok()).map(Pid::from_raw);
+    let group = child
+        .id()
+        .and_then(|id| i32::try_from(id).ok())
+        .map(Pid::from_raw);
     let (mut sigint, mut sigterm) = match (
         signal(SignalKind::interrupt()),
         signal(SignalKind::terminate()),

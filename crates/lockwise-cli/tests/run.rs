@@ -1,5 +1,7 @@
 //! `lockwise run` across real processes, on the file backend and on Redis.
 
+#![allow(clippy::unwrap_used, clippy::expect_used)]
+
 use std::ffi::OsString;
 use std::io::BufReader;
 use std::os::unix::ffi::OsStringExt;
@@ -67,12 +69,20 @@ impl Drop for Backend {
 
 fn lockwise(url: &str, key: &str, extra: &[&str], cmd: &[&str]) -> Command {
     let mut c = Command::new(BIN);
-    c.args(["run", "--url", url, "--key", key]).args(extra).arg("--").args(cmd);
+    c.args(["run", "--url", url, "--key", key])
+        .args(extra)
+        .arg("--")
+        .args(cmd);
     c.env_remove("LOCKWISE_URL");
     c
 }
 
-fn spawn_holder(b: &Backend, key: &str, extra: &[&str], script: &str) -> (Child, BufReader<std::process::ChildStdout>) {
+fn spawn_holder(
+    b: &Backend,
+    key: &str,
+    extra: &[&str],
+    script: &str,
+) -> (Child, BufReader<std::process::ChildStdout>) {
     let mut child = lockwise(&b.url(), key, extra, &["sh", "-c", script])
         .stdout(Stdio::piped())
         .spawn()
@@ -90,25 +100,49 @@ fn two_runs_exclude_each_other(b: Backend) {
     let key = b.key();
     let (mut holder, _out) = spawn_holder(&b, &key, &[], "echo started; sleep 1.5");
     let start = Instant::now();
-    let refused = lockwise(&b.url(), &key, &[], &["echo", "second"]).output().expect("run");
+    let refused = lockwise(&b.url(), &key, &[], &["echo", "second"])
+        .output()
+        .expect("run");
     assert_eq!(code(&refused), 75, "{refused:?}");
-    assert!(refused.stdout.is_empty(), "the refused run printed to stdout");
-    assert!(start.elapsed() < Duration::from_secs(1), "--wait unset answers at once");
-    let custom = lockwise(&b.url(), &key, &["--conflict-exit-code", "9"], &["true"]).output().expect("run");
+    assert!(
+        refused.stdout.is_empty(),
+        "the refused run printed to stdout"
+    );
+    assert!(
+        start.elapsed() < Duration::from_secs(1),
+        "--wait unset answers at once"
+    );
+    let custom = lockwise(&b.url(), &key, &["--conflict-exit-code", "9"], &["true"])
+        .output()
+        .expect("run");
     assert_eq!(code(&custom), 9);
-    let waited = lockwise(&b.url(), &key, &["--wait", "10s"], &["echo", "second"]).output().expect("run");
+    let waited = lockwise(&b.url(), &key, &["--wait", "10s"], &["echo", "second"])
+        .output()
+        .expect("run");
     assert_eq!(code(&waited), 0, "{waited:?}");
     assert_eq!(String::from_utf8_lossy(&waited.stdout), "second\n");
-    assert!(holder.wait().expect("holder").success(), "the first run finished before the second");
+    assert!(
+        holder.wait().expect("holder").success(),
+        "the first run finished before the second"
+    );
 }
 
 fn children_see_increasing_tokens(b: Backend) {
     let key = b.key();
     let mut last = 0u64;
     for _ in 0..4 {
-        let out = lockwise(&b.url(), &key, &[], &["sh", "-c", "echo $LOCKWISE_FENCING_TOKEN $LOCKWISE_LOCK_KEY"])
-            .output()
-            .expect("run");
+        let out = lockwise(
+            &b.url(),
+            &key,
+            &[],
+            &[
+                "sh",
+                "-c",
+                "echo $LOCKWISE_FENCING_TOKEN $LOCKWISE_LOCK_KEY",
+            ],
+        )
+        .output()
+        .expect("run");
         assert_eq!(code(&out), 0, "{out:?}");
         let text = String::from_utf8_lossy(&out.stdout);
         let (token, seen_key) = text.trim().split_once(' ').expect("two words");
@@ -121,18 +155,37 @@ fn children_see_increasing_tokens(b: Backend) {
 
 fn the_childs_exit_code_passes_through(b: Backend) {
     let key = b.key();
-    let out = lockwise(&b.url(), &key, &[], &["sh", "-c", "echo out; echo err >&2; exit 7"]).output().expect("run");
+    let out = lockwise(
+        &b.url(),
+        &key,
+        &[],
+        &["sh", "-c", "echo out; echo err >&2; exit 7"],
+    )
+    .output()
+    .expect("run");
     assert_eq!(code(&out), 7);
-    assert_eq!(String::from_utf8_lossy(&out.stdout), "out\n", "only the child writes stdout");
+    assert_eq!(
+        String::from_utf8_lossy(&out.stdout),
+        "out\n",
+        "only the child writes stdout"
+    );
     assert!(String::from_utf8_lossy(&out.stderr).contains("err"));
-    let killed = lockwise(&b.url(), &key, &[], &["sh", "-c", "kill -9 $$"]).output().expect("run");
+    let killed = lockwise(&b.url(), &key, &[], &["sh", "-c", "kill -9 $$"])
+        .output()
+        .expect("run");
     assert_eq!(code(&killed), 128 + 9);
-    let missing = lockwise(&b.url(), &key, &[], &["/nonexistent/cmd"]).output().expect("run");
+    let missing = lockwise(&b.url(), &key, &[], &["/nonexistent/cmd"])
+        .output()
+        .expect("run");
     assert_eq!(code(&missing), 127);
-    let not_exec = lockwise(&b.url(), &key, &[], &["/etc/hostname"]).output().expect("run");
+    let not_exec = lockwise(&b.url(), &key, &[], &["/etc/hostname"])
+        .output()
+        .expect("run");
     assert_eq!(code(&not_exec), 126);
     // Each of those released the lock.
-    let again = lockwise(&b.url(), &key, &[], &["true"]).output().expect("run");
+    let again = lockwise(&b.url(), &key, &[], &["true"])
+        .output()
+        .expect("run");
     assert_eq!(code(&again), 0, "{again:?}");
 }
 
@@ -142,14 +195,21 @@ fn a_lost_lock_stops_the_whole_tree(b: Backend) {
     let key = b.key();
     let script = "sleep 600 & echo \"grandchild $!\"; trap 'echo got-term; exit 0' TERM; \
                   echo started; while true; do sleep 0.05; done";
-    let mut child = lockwise(&b.url(), &key, &["--ttl", "600ms", "--kill-after", "2s"], &["sh", "-c", script])
-        .stdout(Stdio::piped())
-        .stderr(Stdio::piped())
-        .spawn()
-        .expect("spawn");
+    let mut child = lockwise(
+        &b.url(),
+        &key,
+        &["--ttl", "600ms", "--kill-after", "2s"],
+        &["sh", "-c", script],
+    )
+    .stdout(Stdio::piped())
+    .stderr(Stdio::piped())
+    .spawn()
+    .expect("spawn");
     let mut out = BufReader::new(child.stdout.take().expect("stdout"));
-    let grandchild = wait_for_line(&mut out, Duration::from_secs(10), |l| l.starts_with("grandchild "))
-        .expect("grandchild pid");
+    let grandchild = wait_for_line(&mut out, Duration::from_secs(10), |l| {
+        l.starts_with("grandchild ")
+    })
+    .expect("grandchild pid");
     let grandchild: i32 = grandchild["grandchild ".len()..].parse().expect("pid");
     wait_for_line(&mut out, Duration::from_secs(10), |l| l == "started").expect("started");
     let deleted = Instant::now();
@@ -158,13 +218,25 @@ fn a_lost_lock_stops_the_whole_tree(b: Backend) {
     assert!(got_term.is_some(), "the command got SIGTERM");
     let status = child.wait().expect("wait");
     assert_eq!(status.code(), Some(70));
-    assert!(deleted.elapsed() < Duration::from_secs(3), "{:?}", deleted.elapsed());
-    assert!(!alive(grandchild), "the grandchild {grandchild} outlived lockwise run");
+    assert!(
+        deleted.elapsed() < Duration::from_secs(3),
+        "{:?}",
+        deleted.elapsed()
+    );
+    assert!(
+        !alive(grandchild),
+        "the grandchild {grandchild} outlived lockwise run"
+    );
 }
 
 fn alive(pid: i32) -> bool {
     match std::fs::read_to_string(format!("/proc/{pid}/stat")) {
-        Ok(stat) => !stat.rsplit(')').next().unwrap_or("").trim_start().starts_with('Z'),
+        Ok(stat) => !stat
+            .rsplit(')')
+            .next()
+            .unwrap_or("")
+            .trim_start()
+            .starts_with('Z'),
         Err(_) => false,
     }
 }
@@ -173,12 +245,21 @@ fn signals_are_forwarded(b: Backend) {
     let key = b.key();
     let script = "trap 'echo got-term; exit 3' TERM; echo started; while true; do sleep 0.05; done";
     let (mut child, mut out) = spawn_holder(&b, &key, &[], script);
-    nix::sys::signal::kill(nix::unistd::Pid::from_raw(child.id() as i32), nix::sys::signal::Signal::SIGTERM)
-        .expect("kill");
+    nix::sys::signal::kill(
+        nix::unistd::Pid::from_raw(child.id() as i32),
+        nix::sys::signal::Signal::SIGTERM,
+    )
+    .expect("kill");
     assert!(wait_for_line(&mut out, Duration::from_secs(5), |l| l == "got-term").is_some());
     assert_eq!(child.wait().expect("wait").code(), Some(3));
-    let again = lockwise(&b.url(), &key, &[], &["true"]).output().expect("run");
-    assert_eq!(code(&again), 0, "the lock was released after the child exited: {again:?}");
+    let again = lockwise(&b.url(), &key, &[], &["true"])
+        .output()
+        .expect("run");
+    assert_eq!(
+        code(&again),
+        0,
+        "the lock was released after the child exited: {again:?}"
+    );
 }
 
 macro_rules! on_backends {
@@ -199,11 +280,19 @@ on_backends!(
 /// Runs `lockwise` with raw arguments; returns (exit code, stderr, seconds taken).
 fn raw(args: Vec<OsString>) -> (i32, String, f64) {
     let start = Instant::now();
-    let out = Command::new(BIN).args(args).env_remove("LOCKWISE_URL").output().expect("run");
+    let out = Command::new(BIN)
+        .args(args)
+        .env_remove("LOCKWISE_URL")
+        .output()
+        .expect("run");
     if !out.status.success() {
         assert!(out.stdout.is_empty(), "lockwise wrote to stdout: {out:?}");
     }
-    (code(&out), String::from_utf8_lossy(&out.stderr).into_owned(), start.elapsed().as_secs_f64())
+    (
+        code(&out),
+        String::from_utf8_lossy(&out.stderr).into_owned(),
+        start.elapsed().as_secs_f64(),
+    )
 }
 
 fn args(list: &[&str]) -> Vec<OsString> {
@@ -218,13 +307,27 @@ fn usage_errors_exit_64() {
     let cases: Vec<Vec<&str>> = vec![
         vec!["run", "--url", &url, "--key", "", "--", "true"],
         vec!["run", "--url", &url, "--key", &long_key, "--", "true"],
-        vec!["run", "--url", &url, "--key", "k", "--ttl", "0s", "--", "true"],
-        vec!["run", "--url", &url, "--key", "k", "--ttl", "-1s", "--", "true"],
-        vec!["run", "--url", &url, "--key", "k", "--ttl", "50ms", "--", "true"],
-        vec!["run", "--url", &url, "--key", "k", "--ttl", "3d", "--", "true"],
-        vec!["run", "--url", &url, "--key", "k", "--ttl", "10", "--", "true"],
-        vec!["run", "--url", &url, "--key", "k", "--wait", "forever", "--", "true"],
-        vec!["run", "--url", &url, "--key", "k", "--wait", "99999y", "--", "true"],
+        vec![
+            "run", "--url", &url, "--key", "k", "--ttl", "0s", "--", "true",
+        ],
+        vec![
+            "run", "--url", &url, "--key", "k", "--ttl", "-1s", "--", "true",
+        ],
+        vec![
+            "run", "--url", &url, "--key", "k", "--ttl", "50ms", "--", "true",
+        ],
+        vec![
+            "run", "--url", &url, "--key", "k", "--ttl", "3d", "--", "true",
+        ],
+        vec![
+            "run", "--url", &url, "--key", "k", "--ttl", "10", "--", "true",
+        ],
+        vec![
+            "run", "--url", &url, "--key", "k", "--wait", "forever", "--", "true",
+        ],
+        vec![
+            "run", "--url", &url, "--key", "k", "--wait", "99999y", "--", "true",
+        ],
         vec!["run", "--url", "redis://", "--key", "k", "--", "true"],
         vec!["run", "--url", "ftp://host/x", "--key", "k", "--", "true"],
         vec!["run", "--url", "memory:", "--key", "k", "--", "true"],
@@ -247,7 +350,11 @@ fn usage_errors_exit_64() {
     let (code, stderr, _) = raw(non_utf8);
     assert_eq!(code, 64, "{stderr}");
     assert!(stderr.contains("UTF-8"), "{stderr}");
-    assert_eq!(std::fs::read_dir(dir.path()).expect("dir").count(), 0, "nothing was stored");
+    assert_eq!(
+        std::fs::read_dir(dir.path()).expect("dir").count(),
+        0,
+        "nothing was stored"
+    );
     assert_eq!(raw(args(&["--help"])).0, 0);
     assert_eq!(raw(args(&["run", "--help"])).0, 0);
     assert_eq!(raw(args(&["--version"])).0, 0);
@@ -255,9 +362,20 @@ fn usage_errors_exit_64() {
 
 #[test]
 fn help_documents_the_exit_codes_and_the_decision_table() {
-    let help = Command::new(BIN).args(["run", "--help"]).output().expect("run");
+    let help = Command::new(BIN)
+        .args(["run", "--help"])
+        .output()
+        .expect("run");
     let text = String::from_utf8_lossy(&help.stdout);
-    for needle in ["64", "69", "70", "75", "126", "127", "LOCKWISE_FENCING_TOKEN"] {
+    for needle in [
+        "64",
+        "69",
+        "70",
+        "75",
+        "126",
+        "127",
+        "LOCKWISE_FENCING_TOKEN",
+    ] {
         assert!(text.contains(needle), "run --help lacks {needle}");
     }
     let top = Command::new(BIN).arg("--help").output().expect("run");
@@ -282,7 +400,10 @@ fn backend_failures_exit_69_within_5s_without_the_password() {
         let (code, stderr, secs) = raw(args(&["run", "--url", &url, "--key", "k", "--", "true"]));
         assert_eq!(code, 69, "{url}: {stderr}");
         assert!(secs < 5.0, "{url}: took {secs}s");
-        assert!(!stderr.contains(secret), "{url}: the password leaked: {stderr}");
+        assert!(
+            !stderr.contains(secret),
+            "{url}: the password leaked: {stderr}"
+        );
         assert!(!stderr.contains("panicked"), "{stderr}");
     }
 }
@@ -292,7 +413,17 @@ fn rediss_works_with_a_trusted_ca() {
     let (server, ca) = RedisServer::start_tls();
     let key = unique("tls");
     let out = Command::new(BIN)
-        .args(["run", "--url", &server.url(), "--key", &key, "--", "sh", "-c", "echo $LOCKWISE_FENCING_TOKEN"])
+        .args([
+            "run",
+            "--url",
+            &server.url(),
+            "--key",
+            &key,
+            "--",
+            "sh",
+            "-c",
+            "echo $LOCKWISE_FENCING_TOKEN",
+        ])
         .env("SSL_CERT_FILE", &ca)
         .output()
         .expect("run");

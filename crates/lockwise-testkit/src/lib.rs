@@ -165,14 +165,24 @@ impl RedisServer {
         let port_s = port.to_string();
         let (dir, files) = match tls {
             Some((dir, files)) => (dir, Some(files)),
-            None => (tempfile::tempdir().unwrap_or_else(|e| panic!("tempdir: {e}")), None),
+            None => (
+                tempfile::tempdir().unwrap_or_else(|e| panic!("tempdir: {e}")),
+                None,
+            ),
         };
         let mut cmd = Command::new("redis-server");
         cmd.args(["--bind", "127.0.0.1", "--save", "", "--appendonly", "no"]);
         cmd.arg("--dir").arg(dir.path());
         match &files {
             Some(f) => {
-                cmd.args(["--port", "0", "--tls-port", &port_s, "--tls-auth-clients", "no"]);
+                cmd.args([
+                    "--port",
+                    "0",
+                    "--tls-port",
+                    &port_s,
+                    "--tls-auth-clients",
+                    "no",
+                ]);
                 cmd.arg("--tls-cert-file").arg(&f.cert);
                 cmd.arg("--tls-key-file").arg(&f.key);
                 cmd.arg("--tls-ca-cert-file").arg(&f.ca_cert);
@@ -243,15 +253,50 @@ fn make_tls_files(dir: &Path) -> TlsFiles {
         .unwrap_or_else(|e| panic!("write {}: {e}", ext.display()));
     let p = |path: &PathBuf| path.display().to_string();
     let steps: [Vec<String>; 3] = [
-        vec!["req".into(), "-x509".into(), "-newkey".into(), "rsa:2048".into(), "-nodes".into(),
-             "-days".into(), "2".into(), "-subj".into(), "/CN=lockwise-test-ca".into(),
-             "-keyout".into(), p(&ca_key), "-out".into(), p(&files.ca_cert)],
-        vec!["req".into(), "-newkey".into(), "rsa:2048".into(), "-nodes".into(),
-             "-subj".into(), "/CN=127.0.0.1".into(), "-keyout".into(), p(&files.key),
-             "-out".into(), p(&csr)],
-        vec!["x509".into(), "-req".into(), "-days".into(), "2".into(), "-in".into(), p(&csr),
-             "-CA".into(), p(&files.ca_cert), "-CAkey".into(), p(&ca_key),
-             "-CAcreateserial".into(), "-out".into(), p(&files.cert), "-extfile".into(), p(&ext)],
+        vec![
+            "req".into(),
+            "-x509".into(),
+            "-newkey".into(),
+            "rsa:2048".into(),
+            "-nodes".into(),
+            "-days".into(),
+            "2".into(),
+            "-subj".into(),
+            "/CN=lockwise-test-ca".into(),
+            "-keyout".into(),
+            p(&ca_key),
+            "-out".into(),
+            p(&files.ca_cert),
+        ],
+        vec![
+            "req".into(),
+            "-newkey".into(),
+            "rsa:2048".into(),
+            "-nodes".into(),
+            "-subj".into(),
+            "/CN=127.0.0.1".into(),
+            "-keyout".into(),
+            p(&files.key),
+            "-out".into(),
+            p(&csr),
+        ],
+        vec![
+            "x509".into(),
+            "-req".into(),
+            "-days".into(),
+            "2".into(),
+            "-in".into(),
+            p(&csr),
+            "-CA".into(),
+            p(&files.ca_cert),
+            "-CAkey".into(),
+            p(&ca_key),
+            "-CAcreateserial".into(),
+            "-out".into(),
+            p(&files.cert),
+            "-extfile".into(),
+            p(&ext),
+        ],
     ];
     for step in steps {
         let out = Command::new("openssl")

@@ -311,7 +311,9 @@ impl Drop for ReleaseOnDrop {
         self.handle.spawn(async move {
             match backend.release(&key, owner).await {
                 Ok(released) => tracing::debug!(%key, released, "released on drop"),
-                Err(error) => tracing::debug!(%key, %error, "release on drop failed; the TTL will expire it"),
+                Err(error) => {
+                    tracing::debug!(%key, %error, "release on drop failed; the TTL will expire it")
+                }
             }
         });
     }

@@ -102,7 +102,10 @@ pub fn validate_key(key: &str) -> Result<()> {
     }
     if key.len() > MAX_KEY_LEN {
         return Err(Error::InvalidKey {
-            reason: format!("the key is {} bytes long; the limit is {MAX_KEY_LEN}", key.len()),
+            reason: format!(
+                "the key is {} bytes long; the limit is {MAX_KEY_LEN}",
+                key.len()
+            ),
         });
     }
     if key.chars().any(char::is_control) {
@@ -157,7 +160,10 @@ mod tests {
         assert!(validate_key("a\nb").is_err());
         assert!(validate_ttl(MIN_TTL).is_ok());
         assert!(validate_ttl(MAX_TTL).is_ok());
-        assert!(matches!(validate_ttl(Duration::ZERO), Err(Error::InvalidTtl { .. })));
+        assert!(matches!(
+            validate_ttl(Duration::ZERO),
+            Err(Error::InvalidTtl { .. })
+        ));
         assert!(validate_ttl(MAX_TTL + Duration::from_millis(1)).is_err());
     }
 }

@@ -53,10 +53,14 @@ impl Locker {
             BackendUrl::Memory => Locker::new(MemoryBackend::new()),
             BackendUrl::File(dir) => Locker::new(FileBackend::open(dir)?),
             #[cfg(feature = "redis")]
-            BackendUrl::Redis(url) => Locker::new(crate::backend::redis::RedisBackend::connect(&url).await?),
+            BackendUrl::Redis(url) => {
+                Locker::new(crate::backend::redis::RedisBackend::connect(&url).await?)
+            }
             #[cfg(not(feature = "redis"))]
             BackendUrl::Redis(_) => {
-                return Err(Error::config("this build of lockwise has no Redis support (feature \"redis\")"));
+                return Err(Error::config(
+                    "this build of lockwise has no Redis support (feature \"redis\")",
+                ));
             }
         })
     }
@@ -170,7 +174,13 @@ impl Locker {
                     handle: pending.handle.clone(),
                     armed: true,
                 };
-                Ok(Ok(Guard::start(on_drop, fence, sent, opts.ttl, opts.renew_interval())))
+                Ok(Ok(Guard::start(
+                    on_drop,
+                    fence,
+                    sent,
+                    opts.ttl,
+                    opts.renew_interval(),
+                )))
             }
             Attempt::Held { expires_in } => {
                 pending.armed = false;

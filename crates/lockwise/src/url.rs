@@ -33,14 +33,17 @@ impl BackendUrl {
         match url.scheme() {
             "memory" => Ok(BackendUrl::Memory),
             "file" => {
-                if url.host_str().is_some_and(|h| !h.is_empty() && h != "localhost") {
+                if url
+                    .host_str()
+                    .is_some_and(|h| !h.is_empty() && h != "localhost")
+                {
                     return Err(Error::config(format!(
                         "file URL {shown} names a remote host; use file:///absolute/dir"
                     )));
                 }
-                let path = url.to_file_path().map_err(|()| {
-                    Error::config(format!("file URL {shown} has no usable path"))
-                })?;
+                let path = url
+                    .to_file_path()
+                    .map_err(|()| Error::config(format!("file URL {shown} has no usable path")))?;
                 if path.as_os_str().len() <= 1 {
                     return Err(Error::config(format!(
                         "file URL {shown} names no directory; use file:///absolute/dir"

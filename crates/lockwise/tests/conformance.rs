@@ -3,6 +3,8 @@
 //!
 //! These tests use sub-second TTLs; nextest runs them one at a time (`.config/nextest.toml`).
 
+#![allow(clippy::unwrap_used, clippy::expect_used)]
+
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::Duration;
@@ -58,12 +60,17 @@ impl Harness {
         match self {
             Harness::Memory(m) => m.force_delete(key),
             Harness::File(dir) => {
-                let lease = dir.path().join(format!("{}.lease", FileBackend::file_stem(key)));
+                let lease = dir
+                    .path()
+                    .join(format!("{}.lease", FileBackend::file_stem(key)));
                 std::fs::remove_file(lease).expect("remove lease file");
             }
             Harness::Redis(ns) => {
                 let name = format!("{}:{{{key}}}", ns.prefix());
-                let n: i64 = ::redis::cmd("DEL").arg(&name).query(&mut ns.conn()).expect("DEL");
+                let n: i64 = ::redis::cmd("DEL")
+                    .arg(&name)
+                    .query(&mut ns.conn())
+                    .expect("DEL");
                 assert_eq!(n, 1, "{name} should have existed");
             }
         }
@@ -77,12 +84,30 @@ fn ttl(ms: u32) -> LockOptions {
 async fn two_holders_exclude_each_other(h: Harness) {
     let (a, b) = (h.locker().await, h.locker().await);
     let opts = ttl(5_000);
-    let ga = a.try_acquire("k", &opts).await.unwrap().expect("A gets the free lock");
-    assert!(b.try_acquire("k", &opts).await.unwrap().is_none(), "B must be refused");
-    assert!(a.try_acquire("k", &opts).await.unwrap().is_none(), "not re-entrant either");
-    let other = b.try_acquire("other", &opts).await.unwrap().expect("other keys are free");
+    let ga = a
+        .try_acquire("k", &opts)
+        .await
+        .unwrap()
+        .expect("A gets the free lock");
+    assert!(
+        b.try_acquire("k", &opts).await.unwrap().is_none(),
+        "B must be refused"
+    );
+    assert!(
+        a.try_acquire("k", &opts).await.unwrap().is_none(),
+        "not re-entrant either"
+    );
+    let other = b
+        .try_acquire("other", &opts)
+        .await
+        .unwrap()
+        .expect("other keys are free");
     assert!(ga.release().await.unwrap());
-    let gb = b.try_acquire("k", &opts).await.unwrap().expect("B after A released");
+    let gb = b
+        .try_acquire("k", &opts)
+        .await
+        .unwrap()
+        .expect("B after A released");
     assert!(gb.release().await.unwrap());
     assert!(other.release().await.unwrap());
 }
@@ -91,10 +116,20 @@ async fn waiting_times_out_with_a_typed_error(h: Harness) {
     let (a, b) = (h.locker().await, h.locker().await);
     let held = a.try_acquire("k", &ttl(5_000)).await.unwrap().unwrap();
     let start = Instant::now();
-    let err = b.acquire("k", &ttl(5_000).wait(300 * MS)).await.unwrap_err();
+    let err = b
+        .acquire("k", &ttl(5_000).wait(300 * MS))
+        .await
+        .unwrap_err();
     assert!(matches!(err, Error::WaitTimeout { .. }), "{err:?}");
-    assert!(start.elapsed() >= 290 * MS && start.elapsed() < 2_000 * MS, "{:?}", start.elapsed());
-    let none = b.acquire("k", &ttl(5_000).retry(Retry::none())).await.unwrap_err();
+    assert!(
+        start.elapsed() >= 290 * MS && start.elapsed() < 2_000 * MS,
+        "{:?}",
+        start.elapsed()
+    );
+    let none = b
+        .acquire("k", &ttl(5_000).retry(Retry::none()))
+        .await
+        .unwrap_err();
     assert!(matches!(none, Error::WaitTimeout { .. }), "{none:?}");
     assert!(held.release().await.unwrap());
 }
@@ -102,23 +137,45 @@ async fn waiting_times_out_with_a_typed_error(h: Harness) {
 /// The lesson's exercise 2: A's lease expires, B acquires, A releases — B still holds.
 async fn stale_release_leaves_the_new_holders_lock(h: Harness) {
     let (a, b) = (h.locker().await, h.locker().await);
-    let ga = a.try_acquire("k", &ttl(200).renew(false)).await.unwrap().unwrap();
+    let ga = a
+        .try_acquire("k", &ttl(200).renew(false))
+        .await
+        .unwrap()
+        .unwrap();
     sleep(300 * MS).await;
-    let gb = b.try_acquire("k", &ttl(5_000)).await.unwrap().expect("A's lease expired");
-    assert!(!ga.release().await.unwrap(), "A's release must report it no longer held the lock");
-    assert!(gb.is_held().await.unwrap(), "B's lock must survive A's release");
+    let gb = b
+        .try_acquire("k", &ttl(5_000))
+        .await
+        .unwrap()
+        .expect("A's lease expired");
+    assert!(
+        !ga.release().await.unwrap(),
+        "A's release must report it no longer held the lock"
+    );
+    assert!(
+        gb.is_held().await.unwrap(),
+        "B's lock must survive A's release"
+    );
     assert!(b.try_acquire("k", &ttl(5_000)).await.unwrap().is_none());
     assert!(gb.release().await.unwrap());
 }
 
 async fn stale_extend_fails(h: Harness) {
     let (a, b) = (h.locker().await, h.locker().await);
-    let ga = a.try_acquire("k", &ttl(200).renew(false)).await.unwrap().unwrap();
+    let ga = a
+        .try_acquire("k", &ttl(200).renew(false))
+        .await
+        .unwrap()
+        .unwrap();
     sleep(300 * MS).await;
     let err = ga.extend(5_000 * MS).await.unwrap_err();
     assert!(matches!(err, Error::LockLost { .. }), "{err:?}");
     // Extend never re-creates the lock: it is still free.
-    let gb = b.try_acquire("k", &ttl(5_000)).await.unwrap().expect("extend re-created it");
+    let gb = b
+        .try_acquire("k", &ttl(5_000))
+        .await
+        .unwrap()
+        .expect("extend re-created it");
     let err = ga.extend(5_000 * MS).await.unwrap_err();
     assert!(matches!(err, Error::LockLost { .. }), "{err:?}");
     assert!(gb.is_held().await.unwrap());
@@ -130,7 +187,11 @@ async fn fencing_tokens_strictly_increase_across_holders_and_reconnects(h: Harne
     for round in 0..6 {
         let locker = h.locker().await; // a new client, a new connection
         let guard = locker.try_acquire("k", &ttl(5_000)).await.unwrap().unwrap();
-        assert!(guard.token().get() > last, "round {round}: {} after {last}", guard.token());
+        assert!(
+            guard.token().get() > last,
+            "round {round}: {} after {last}",
+            guard.token()
+        );
         last = guard.token().get();
         if round % 2 == 0 {
             assert!(guard.release().await.unwrap());
@@ -145,12 +206,26 @@ async fn fencing_tokens_strictly_increase_across_holders_and_reconnects(h: Harne
 
 async fn expiry_is_honoured(h: Harness) {
     let (a, b) = (h.locker().await, h.locker().await);
-    let ga = a.try_acquire("k", &ttl(300).renew(false)).await.unwrap().unwrap();
+    let ga = a
+        .try_acquire("k", &ttl(300).renew(false))
+        .await
+        .unwrap()
+        .unwrap();
     sleep(100 * MS).await;
-    assert!(b.try_acquire("k", &ttl(5_000)).await.unwrap().is_none(), "still within the TTL");
+    assert!(
+        b.try_acquire("k", &ttl(5_000)).await.unwrap().is_none(),
+        "still within the TTL"
+    );
     sleep(250 * MS).await;
-    let gb = b.try_acquire("k", &ttl(5_000)).await.unwrap().expect("expired after its TTL");
-    assert!(ga.is_lost(), "A's deadline passed, so its lost signal fired");
+    let gb = b
+        .try_acquire("k", &ttl(5_000))
+        .await
+        .unwrap()
+        .expect("expired after its TTL");
+    assert!(
+        ga.is_lost(),
+        "A's deadline passed, so its lost signal fired"
+    );
     assert!(!ga.is_held().await.unwrap());
     assert!(gb.release().await.unwrap());
 }
@@ -159,7 +234,9 @@ async fn expiry_is_honoured(h: Harness) {
 async fn a_waiter_wakes_on_release_not_by_polling(h: Harness) {
     let (a, b) = (h.locker().await, h.locker().await);
     let ga = a.try_acquire("k", &ttl(20_000)).await.unwrap().unwrap();
-    let opts = ttl(5_000).retry(Retry::linear(10_000 * MS)).wait(15_000 * MS);
+    let opts = ttl(5_000)
+        .retry(Retry::linear(10_000 * MS))
+        .wait(15_000 * MS);
     let waiter = tokio::spawn(async move {
         let g = b.acquire("k", &opts).await;
         (Instant::now(), g)
@@ -167,7 +244,10 @@ async fn a_waiter_wakes_on_release_not_by_polling(h: Harness) {
     sleep(400 * MS).await; // the waiter has tried once and is asleep
     let released_at = Instant::now();
     assert!(ga.release().await.unwrap());
-    let (acquired_at, gb) = timeout(5_000 * MS, waiter).await.expect("waiter woke").unwrap();
+    let (acquired_at, gb) = timeout(5_000 * MS, waiter)
+        .await
+        .expect("waiter woke")
+        .unwrap();
     let gb = gb.expect("waiter acquired");
     let latency = acquired_at - released_at;
     assert!(latency < 100 * MS, "woke {latency:?} after the release");
@@ -182,14 +262,22 @@ async fn lost_signal_fires_when_the_lock_is_deleted(h: Harness) {
     let out = ga.run(sleep(10_000 * MS)).await;
     assert!(matches!(out, Err(Error::LockLost { .. })), "{out:?}");
     // Found at the next renewal (every ttl/3 = 200 ms).
-    assert!(deleted_at.elapsed() < 450 * MS, "{:?}", deleted_at.elapsed());
+    assert!(
+        deleted_at.elapsed() < 450 * MS,
+        "{:?}",
+        deleted_at.elapsed()
+    );
     assert!(!ga.release().await.unwrap());
 }
 
 async fn lost_signal_fires_when_the_lease_expires(h: Harness) {
     let a = h.locker().await;
     let start = Instant::now();
-    let ga = a.try_acquire("k", &ttl(300).renew(false)).await.unwrap().unwrap();
+    let ga = a
+        .try_acquire("k", &ttl(300).renew(false))
+        .await
+        .unwrap()
+        .unwrap();
     assert!(ga.deadline() <= start + 300 * MS);
     tokio::select! {
         _ = ga.lost() => {}
@@ -205,10 +293,15 @@ async fn renewal_keeps_a_lock_through_work_five_times_its_ttl(h: Harness) {
     let rival = async {
         for _ in 0..10 {
             sleep(150 * MS).await;
-            assert!(b.try_acquire("k", &ttl(5_000)).await.unwrap().is_none(), "renewal failed");
+            assert!(
+                b.try_acquire("k", &ttl(5_000)).await.unwrap().is_none(),
+                "renewal failed"
+            );
         }
     };
-    ga.run(rival).await.expect("never lost during 1.5 s of work");
+    ga.run(rival)
+        .await
+        .expect("never lost during 1.5 s of work");
     assert!(ga.is_held().await.unwrap());
     assert!(ga.release().await.unwrap());
 }
@@ -223,9 +316,15 @@ struct SlowReplies {
 
 #[async_trait]
 impl Backend for SlowReplies {
-    async fn try_acquire(&self, key: &str, owner: OwnerToken, ttl: Duration) -> lockwise::Result<Attempt> {
+    async fn try_acquire(
+        &self,
+        key: &str,
+        owner: OwnerToken,
+        ttl: Duration,
+    ) -> lockwise::Result<Attempt> {
         let attempt = self.inner.try_acquire(key, owner, ttl).await?;
-        self.granted.store(matches!(attempt, Attempt::Granted(_)), Ordering::SeqCst);
+        self.granted
+            .store(matches!(attempt, Attempt::Granted(_)), Ordering::SeqCst);
         sleep(2_000 * MS).await;
         Ok(attempt)
     }
@@ -250,12 +349,21 @@ async fn a_dropped_acquire_leaves_no_lock_behind(h: Harness) {
         granted: granted.clone(),
     });
     let dropped = timeout(300 * MS, slow.try_acquire("k", &ttl(30_000))).await;
-    assert!(dropped.is_err(), "the acquire future was dropped mid-flight");
-    assert!(granted.load(Ordering::SeqCst), "the server had granted the lock");
+    assert!(
+        dropped.is_err(),
+        "the acquire future was dropped mid-flight"
+    );
+    assert!(
+        granted.load(Ordering::SeqCst),
+        "the server had granted the lock"
+    );
     // Released by owner token on the runtime at once, long before its 30 s TTL.
     let b = h.locker().await;
     let gb = b
-        .acquire("k", &ttl(5_000).retry(Retry::linear(20 * MS)).wait(2_000 * MS))
+        .acquire(
+            "k",
+            &ttl(5_000).retry(Retry::linear(20 * MS)).wait(2_000 * MS),
+        )
         .await
         .expect("the abandoned grant was released");
     assert!(gb.release().await.unwrap());
@@ -266,9 +374,15 @@ async fn a_dropped_guard_releases_its_lock(h: Harness) {
     let ga = a.try_acquire("k", &ttl(30_000)).await.unwrap().unwrap();
     let lost = ga.lost_token();
     drop(ga);
-    assert!(lost.is_cancelled(), "work holding the lost token is told to stop");
+    assert!(
+        lost.is_cancelled(),
+        "work holding the lost token is told to stop"
+    );
     let gb = b
-        .acquire("k", &ttl(5_000).retry(Retry::linear(20 * MS)).wait(2_000 * MS))
+        .acquire(
+            "k",
+            &ttl(5_000).retry(Retry::linear(20 * MS)).wait(2_000 * MS),
+        )
         .await
         .expect("released on drop, long before the TTL");
     assert!(gb.release().await.unwrap());
@@ -281,12 +395,23 @@ async fn bad_input_is_refused_before_anything_is_stored(h: Harness) {
         assert!(matches!(err, Error::InvalidKey { .. }), "{err:?}");
     }
     for bad in [Duration::ZERO, 99 * MS, lockwise::MAX_TTL + MS] {
-        let err = a.try_acquire("k", &LockOptions::ttl(bad)).await.unwrap_err();
+        let err = a
+            .try_acquire("k", &LockOptions::ttl(bad))
+            .await
+            .unwrap_err();
         assert!(matches!(err, Error::InvalidTtl { .. }), "{err:?}");
         assert!(err.is_invalid_input());
     }
-    let g = a.try_acquire("k", &ttl(1_000)).await.unwrap().expect("nothing was stored");
-    assert_eq!(g.token().get(), 1, "no token was consumed by the refused calls");
+    let g = a
+        .try_acquire("k", &ttl(1_000))
+        .await
+        .unwrap()
+        .expect("nothing was stored");
+    assert_eq!(
+        g.token().get(),
+        1,
+        "no token was consumed by the refused calls"
+    );
     let err = g.extend(Duration::ZERO).await.unwrap_err();
     assert!(matches!(err, Error::InvalidTtl { .. }));
     assert!(g.is_held().await.unwrap());

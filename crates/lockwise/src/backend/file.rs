@@ -111,7 +111,12 @@ impl FileBackend {
         })
         .await
         .map_err(|e| Error::backend("file", "lock file task failed", e))?
-        .map_err(|e| io_error(format!("lock file operation in {} failed", self.dir.display()), e))
+        .map_err(|e| {
+            io_error(
+                format!("lock file operation in {} failed", self.dir.display()),
+                e,
+            )
+        })
     }
 }
 
@@ -330,8 +335,8 @@ impl Backend for FileBackend {
     async fn watch(&self, key: &str) -> Result<ReleaseWatch> {
         use futures_util::StreamExt;
         let lease_name = format!("{}.lease", Self::file_stem(key));
-        let inotify = inotify::Inotify::init()
-            .map_err(|e| io_error("cannot start inotify".into(), e))?;
+        let inotify =
+            inotify::Inotify::init().map_err(|e| io_error("cannot start inotify".into(), e))?;
         inotify
             .watches()
             .add(self.dir.as_ref(), inotify::WatchMask::DELETE)

@@ -61,37 +61,43 @@ impl MemoryBackend {
 #[async_trait]
 impl Backend for MemoryBackend {
     async fn try_acquire(&self, key: &str, owner: OwnerToken, ttl: Duration) -> Result<Attempt> {
-        Ok(self.with_slot(key, |slot, now| match slot.live_holder(now) {
-            Some((_, expires)) => Attempt::Held {
-                expires_in: Some(expires - now),
-            },
-            None => {
-                slot.fence += 1;
-                slot.holder = Some((owner, now + ttl));
-                Attempt::Granted(FencingToken::new(slot.fence))
-            }
-        }))
+        Ok(
+            self.with_slot(key, |slot, now| match slot.live_holder(now) {
+                Some((_, expires)) => Attempt::Held {
+                    expires_in: Some(expires - now),
+                },
+                None => {
+                    slot.fence += 1;
+                    slot.holder = Some((owner, now + ttl));
+                    Attempt::Granted(FencingToken::new(slot.fence))
+                }
+            }),
+        )
     }
 
     async fn extend(&self, key: &str, owner: OwnerToken, ttl: Duration) -> Result<bool> {
-        Ok(self.with_slot(key, |slot, now| match slot.live_holder(now) {
-            Some((o, _)) if o == owner => {
-                slot.holder = Some((owner, now + ttl));
-                true
-            }
-            _ => false,
-        }))
+        Ok(
+            self.with_slot(key, |slot, now| match slot.live_holder(now) {
+                Some((o, _)) if o == owner => {
+                    slot.holder = Some((owner, now + ttl));
+                    true
+                }
+                _ => false,
+            }),
+        )
     }
 
     async fn release(&self, key: &str, owner: OwnerToken) -> Result<bool> {
-        Ok(self.with_slot(key, |slot, now| match slot.live_holder(now) {
-            Some((o, _)) if o == owner => {
-                slot.holder = None;
-                slot.released.send_modify(|n| *n += 1);
-                true
-            }
-            _ => false,
-        }))
+        Ok(
+            self.with_slot(key, |slot, now| match slot.live_holder(now) {
+                Some((o, _)) if o == owner => {
+                    slot.holder = None;
+                    slot.released.send_modify(|n| *n += 1);
+                    true
+                }
+                _ => false,
+            }),
+        )
     }
 
     async fn holds(&self, key: &str, owner: OwnerToken) -> Result<bool> {

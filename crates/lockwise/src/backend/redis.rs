@@ -31,9 +31,12 @@ use crate::error::{Error, Result};
 use crate::lease::{FencingToken, OwnerToken};
 use crate::url::redact_url;
 
-static ACQUIRE: LazyLock<Script> = LazyLock::new(|| Script::new(include_str!("../../lua/acquire.lua")));
-static RELEASE: LazyLock<Script> = LazyLock::new(|| Script::new(include_str!("../../lua/release.lua")));
-static EXTEND: LazyLock<Script> = LazyLock::new(|| Script::new(include_str!("../../lua/extend.lua")));
+static ACQUIRE: LazyLock<Script> =
+    LazyLock::new(|| Script::new(include_str!("../../lua/acquire.lua")));
+static RELEASE: LazyLock<Script> =
+    LazyLock::new(|| Script::new(include_str!("../../lua/release.lua")));
+static EXTEND: LazyLock<Script> =
+    LazyLock::new(|| Script::new(include_str!("../../lua/extend.lua")));
 
 /// The namespace prefix used unless [`RedisBuilder::prefix`] says otherwise.
 pub const DEFAULT_PREFIX: &str = "lockwise";
@@ -167,7 +170,9 @@ impl RedisBuilder {
         };
         let info = redis::parse_redis_url(&self.url)
             .ok_or_else(|| Error::config(format!("malformed Redis URL {}", redact_url(&self.url))))
-            .and_then(|url| redis::IntoConnectionInfo::into_connection_info(url).map_err(bad_url))?;
+            .and_then(|url| {
+                redis::IntoConnectionInfo::into_connection_info(url).map_err(bad_url)
+            })?;
         let settings = info.redis_settings().clone().set_protocol(protocol);
         let info = info.set_redis_settings(settings);
         let tls = matches!(info.addr(), redis::ConnectionAddr::TcpTls { .. });
@@ -270,7 +275,10 @@ impl Backend for RedisBackend {
             .map_err(|e| self.fail("acquire", e))?;
         if granted == 1 {
             let fence = u64::try_from(n).map_err(|_| {
-                Error::backend_msg("redis", format!("fencing counter {n} is not a positive integer"))
+                Error::backend_msg(
+                    "redis",
+                    format!("fencing counter {n} is not a positive integer"),
+                )
             })?;
             Ok(Attempt::Granted(FencingToken::new(fence)))
         } else {
@@ -359,10 +367,12 @@ impl Events {
     async fn subscribe(&self, channel: &str) -> redis::RedisResult<ReleaseWatch> {
         let rx = {
             let mut channels = self.channels.lock().unwrap_or_else(PoisonError::into_inner);
-            let entry = channels.entry(channel.to_owned()).or_insert_with(|| Channel {
-                released: watch::channel(0).0,
-                waiters: 0,
-            });
+            let entry = channels
+                .entry(channel.to_owned())
+                .or_insert_with(|| Channel {
+                    released: watch::channel(0).0,
+                    waiters: 0,
+                });
             entry.waiters += 1;
             entry.released.subscribe()
         };
@@ -406,7 +416,11 @@ struct Unsubscribe {
 impl Drop for Unsubscribe {
     fn drop(&mut self) {
         let last = {
-            let mut channels = self.events.channels.lock().unwrap_or_else(PoisonError::into_inner);
+            let mut channels = self
+                .events
+                .channels
+                .lock()
+                .unwrap_or_else(PoisonError::into_inner);
             match channels.get_mut(&self.channel) {
                 Some(entry) if entry.waiters <= 1 => {
                     channels.remove(&self.channel);
@@ -450,7 +464,9 @@ mod tests {
     #[test]
     fn scripts_are_pinned() {
         assert_eq!(ACQUIRE.get_hash().len(), 40);
-        assert!(include_str!("../../lua/release.lua").contains("redis.call('GET', KEYS[1]) == ARGV[1]"));
+        assert!(
+            include_str!("../../lua/release.lua").contains("redis.call('GET', KEYS[1]) == ARGV[1]")
+        );
         assert!(include_str!("../../lua/extend.lua").contains("PEXPIRE"));
     }
 }
