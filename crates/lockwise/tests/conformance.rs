@@ -6,7 +6,7 @@
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
 use std::sync::Arc;
-use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU32, Ordering};
 use std::time::Duration;
 
 use async_trait::async_trait;
@@ -306,16 +306,32 @@ async fn renewal_keeps_a_lock_through_work_five_times_its_ttl(h: Harness) {
     assert!(ga.release().await.unwrap());
 }
 
-/// Answers acquire only after a delay that comes *after* the grant, like a slow network: an
-/// acquire dropped in between has a grant it never saw.
+/// Wraps a backend to inject faults into the small trait, after bsm/redislock's
+/// `flakyScripter`: replies to acquire that come back late (after the grant was made), and
+/// renewals that hang.
 #[derive(Debug)]
-struct SlowReplies {
+struct Faulty {
     inner: Arc<dyn Backend>,
+    /// Delay added after the backend granted or refused, before the reply "arrives".
+    reply_delay: Duration,
     granted: Arc<AtomicBool>,
+    /// How many of the next extend calls hang forever.
+    hanging_extends: AtomicU32,
+}
+
+impl Faulty {
+    async fn wrap(h: &Harness) -> Self {
+        Faulty {
+            inner: h.locker().await.backend().clone(),
+            reply_delay: Duration::ZERO,
+            granted: Arc::default(),
+            hanging_extends: AtomicU32::new(0),
+        }
+    }
 }
 
 #[async_trait]
-impl Backend for SlowReplies {
+impl Backend for Faulty {
     async fn try_acquire(
         &self,
         key: &str,
@@ -325,10 +341,17 @@ impl Backend for SlowReplies {
         let attempt = self.inner.try_acquire(key, owner, ttl).await?;
         self.granted
             .store(matches!(attempt, Attempt::Granted(_)), Ordering::SeqCst);
-        sleep(2_000 * MS).await;
+        sleep(self.reply_delay).await;
         Ok(attempt)
     }
     async fn extend(&self, key: &str, owner: OwnerToken, ttl: Duration) -> lockwise::Result<bool> {
+        let hang = self
+            .hanging_extends
+            .fetch_update(Ordering::SeqCst, Ordering::SeqCst, |n| n.checked_sub(1))
+            .is_ok();
+        if hang {
+            std::future::pending::<()>().await;
+        }
         self.inner.extend(key, owner, ttl).await
     }
     async fn release(&self, key: &str, owner: OwnerToken) -> lockwise::Result<bool> {
@@ -343,11 +366,12 @@ impl Backend for SlowReplies {
 }
 
 async fn a_dropped_acquire_leaves_no_lock_behind(h: Harness) {
-    let granted = Arc::new(AtomicBool::new(false));
-    let slow = Locker::new(SlowReplies {
-        inner: h.locker().await.backend().clone(),
-        granted: granted.clone(),
-    });
+    let faulty = Faulty {
+        reply_delay: 2_000 * MS,
+        ..Faulty::wrap(&h).await
+    };
+    let granted = faulty.granted.clone();
+    let slow = Locker::new(faulty);
     let dropped = timeout(300 * MS, slow.try_acquire("k", &ttl(30_000))).await;
     assert!(
         dropped.is_err(),
@@ -418,6 +442,75 @@ async fn bad_input_is_refused_before_anything_is_stored(h: Harness) {
     assert!(g.release().await.unwrap());
 }
 
+/// A grant whose reply arrives after its local deadline is never acted on (and is released).
+async fn a_grant_that_arrives_too_late_is_discarded(h: Harness) {
+    let faulty = Faulty {
+        reply_delay: 400 * MS,
+        ..Faulty::wrap(&h).await
+    };
+    let granted = faulty.granted.clone();
+    let late = Locker::new(faulty);
+    assert!(late.try_acquire("k", &ttl(300)).await.unwrap().is_none());
+    assert!(granted.load(Ordering::SeqCst), "the backend did grant it");
+    let b = h.locker().await;
+    let gb = b
+        .try_acquire("k", &ttl(5_000))
+        .await
+        .unwrap()
+        .expect("nothing left behind");
+    assert!(gb.release().await.unwrap());
+}
+
+/// A renewal that never answers cannot hide a loss: the deadline timer fires the lost signal.
+async fn a_hung_renewal_cannot_hide_a_loss(h: Harness) {
+    let faulty = Faulty::wrap(&h).await;
+    faulty.hanging_extends.store(u32::MAX, Ordering::SeqCst);
+    let a = Locker::new(faulty);
+    let start = Instant::now();
+    let ga = a.try_acquire("k", &ttl(300)).await.unwrap().unwrap();
+    let out = ga.run(sleep(5_000 * MS)).await;
+    assert!(matches!(out, Err(Error::LockLost { .. })), "{out:?}");
+    let at = start.elapsed();
+    assert!(
+        at >= 280 * MS && at < 400 * MS,
+        "fired at {at:?}, the deadline was ~295 ms"
+    );
+}
+
+/// A renewal that hangs once times out (well before the next one is due) and is retried, so
+/// the lock survives.
+async fn a_renewal_that_times_out_is_retried(h: Harness) {
+    let faulty = Faulty::wrap(&h).await;
+    faulty.hanging_extends.store(1, Ordering::SeqCst);
+    let a = Locker::new(faulty);
+    let ga = a.try_acquire("k", &ttl(600)).await.unwrap().unwrap();
+    ga.run(sleep(1_500 * MS))
+        .await
+        .expect("the lock survived one hung renewal");
+    assert!(ga.is_held().await.unwrap());
+    assert!(ga.release().await.unwrap());
+}
+
+/// Expiry announces nothing: a waiter comes back when the holder's remaining TTL runs out,
+/// not at its (10 s) poll interval.
+async fn a_waiter_returns_when_the_holders_ttl_runs_out(h: Harness) {
+    let (a, b) = (h.locker().await, h.locker().await);
+    let ga = a
+        .try_acquire("k", &ttl(500).renew(false))
+        .await
+        .unwrap()
+        .unwrap();
+    let start = Instant::now();
+    let opts = ttl(5_000)
+        .retry(Retry::linear(10_000 * MS))
+        .wait(15_000 * MS);
+    let gb = b.acquire("k", &opts).await.expect("acquired after expiry");
+    let at = start.elapsed();
+    assert!(at >= 400 * MS && at < 1_000 * MS, "acquired at {at:?}");
+    assert!(!ga.release().await.unwrap());
+    assert!(gb.release().await.unwrap());
+}
+
 macro_rules! conformance {
     ($($backend:ident),*) => {$(
         mod $backend {
@@ -435,6 +528,10 @@ macro_rules! conformance {
             #[tokio::test] async fn a_dropped_acquire_leaves_no_lock_behind() { super::a_dropped_acquire_leaves_no_lock_behind(Harness::$backend()).await }
             #[tokio::test] async fn a_dropped_guard_releases_its_lock() { super::a_dropped_guard_releases_its_lock(Harness::$backend()).await }
             #[tokio::test] async fn bad_input_is_refused_before_anything_is_stored() { super::bad_input_is_refused_before_anything_is_stored(Harness::$backend()).await }
+            #[tokio::test] async fn a_grant_that_arrives_too_late_is_discarded() { super::a_grant_that_arrives_too_late_is_discarded(Harness::$backend()).await }
+            #[tokio::test] async fn a_hung_renewal_cannot_hide_a_loss() { super::a_hung_renewal_cannot_hide_a_loss(Harness::$backend()).await }
+            #[tokio::test] async fn a_renewal_that_times_out_is_retried() { super::a_renewal_that_times_out_is_retried(Harness::$backend()).await }
+            #[tokio::test] async fn a_waiter_returns_when_the_holders_ttl_runs_out() { super::a_waiter_returns_when_the_holders_ttl_runs_out(Harness::$backend()).await }
         }
     )*};
 }

@@ -10,8 +10,9 @@
 //! | `P:{K}:fence` | integer, no expiry | the last fencing token issued (`INCR`) |
 //! | `P:{K}:released` | pub/sub channel | the owner token, published on release |
 //!
-//! The braces make `K` the hash tag, so the lock and its counter live in one cluster slot (the
-//! prefix may not contain braces, so the first `{` is always ours).
+//! The braces make `K` (up to its first `}`) the hash tag, so the lock and its counter live in
+//! one cluster slot: the prefix may not contain braces, so the first `{` is always ours, and a
+//! key may not start with `}` (the tag would be empty and Redis would hash the whole name).
 //!
 //! Waiters subscribe to the release channel on a pub/sub connection of their own *before* they
 //! try, then wait at most the PTTL that their failed attempt returned (expiry publishes
@@ -265,6 +266,12 @@ fn ttl_millis(ttl: Duration) -> u64 {
 #[async_trait]
 impl Backend for RedisBackend {
     async fn try_acquire(&self, key: &str, owner: OwnerToken, ttl: Duration) -> Result<Attempt> {
+        if key.starts_with('}') {
+            return Err(Error::InvalidKey {
+                reason: "a Redis lock key may not start with '}' (its hash tag would be empty)"
+                    .into(),
+            });
+        }
         let (granted, n): (i64, i64) = ACQUIRE
             .key(self.lock_name(key))
             .key(self.fence_name(key))

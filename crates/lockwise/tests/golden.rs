@@ -1,0 +1,195 @@
+//! Golden vectors: the names and formats lockwise stores are fixed, so that two versions of
+//! lockwise running side by side during a rolling deploy exclude each other. A failure here
+//! means a change would break that: do not "fix" the vectors.
+
+#![allow(clippy::unwrap_used, clippy::expect_used)]
+
+use std::time::Duration;
+
+use lockwise::backend::file::FileBackend;
+use lockwise::backend::redis::RedisBackend;
+use lockwise::{LockOptions, Locker};
+use lockwise_testkit::{RedisNamespace, RedisServer};
+
+fn opts() -> LockOptions {
+    LockOptions::ttl(Duration::from_secs(30))
+}
+
+#[test]
+fn file_names_are_the_sha256_of_the_key() {
+    assert_eq!(
+        FileBackend::file_stem("orders:42"),
+        "8a5f217ddb0c9f03d16c0db38f2ba1c3afba56ca9be31a6bbb468b7d2e03746c"
+    );
+    assert_eq!(
+        FileBackend::file_stem("héllo wörld"),
+        "a1003f7d04a4115711d0b48a2eaf1359ce565d2d2a6fd65098dfcffadeeef59f"
+    );
+}
+
+#[tokio::test]
+async fn file_records_have_the_v1_format() {
+    let dir = tempfile::tempdir().unwrap();
+    let locker = Locker::new(FileBackend::open(dir.path()).unwrap());
+    let guard = locker
+        .try_acquire("orders:42", &opts())
+        .await
+        .unwrap()
+        .unwrap();
+    let stem = "8a5f217ddb0c9f03d16c0db38f2ba1c3afba56ca9be31a6bbb468b7d2e03746c";
+    let fence = std::fs::read_to_string(dir.path().join(format!("{stem}.fence"))).unwrap();
+    assert_eq!(fence, "lockwise-fence 1\n1\n");
+    let lease = std::fs::read_to_string(dir.path().join(format!("{stem}.lease"))).unwrap();
+    let lines: Vec<&str> = lease.lines().collect();
+    assert_eq!(lines.len(), 5, "{lease}");
+    assert_eq!(lines[0], "lockwise-lease 1");
+    assert_eq!(lines[1], format!("owner {}", guard.owner().to_hex()));
+    assert_eq!(lines[2], "fence 1");
+    assert!(
+        lines[3]
+            .strip_prefix("expires ")
+            .unwrap()
+            .parse::<u64>()
+            .is_ok()
+    );
+    let boot = std::fs::read_to_string("/proc/sys/kernel/random/boot_id").unwrap();
+    assert_eq!(lines[4], format!("boot {}", boot.trim()));
+    assert!(guard.release().await.unwrap());
+    assert!(
+        !dir.path().join(format!("{stem}.lease")).exists(),
+        "release removes the lease"
+    );
+}
+
+/// A lease written by another version (here: by hand, in the v1 format) excludes this one.
+#[tokio::test]
+async fn a_v1_lease_file_written_by_another_version_excludes() {
+    let dir = tempfile::tempdir().unwrap();
+    let stem = FileBackend::file_stem("orders:42");
+    let boot = std::fs::read_to_string("/proc/sys/kernel/random/boot_id").unwrap();
+    let far = u64::MAX / 2;
+    let record = format!(
+        "lockwise-lease 1\nowner 00112233445566778899aabbccddeeff\nfence 7\nexpires {far}\nboot {}\n",
+        boot.trim()
+    );
+    std::fs::write(dir.path().join(format!("{stem}.lease")), record).unwrap();
+    let locker = Locker::new(FileBackend::open(dir.path()).unwrap());
+    assert!(
+        locker
+            .try_acquire("orders:42", &opts())
+            .await
+            .unwrap()
+            .is_none()
+    );
+
+    // The same record from another boot is expired, and the next token is above its fence.
+    let stale = format!(
+        "lockwise-lease 1\nowner 00112233445566778899aabbccddeeff\nfence 7\nexpires {far}\nboot another-boot\n"
+    );
+    std::fs::write(dir.path().join(format!("{stem}.lease")), stale).unwrap();
+    let guard = locker
+        .try_acquire("orders:42", &opts())
+        .await
+        .unwrap()
+        .unwrap();
+    assert_eq!(guard.token().get(), 8);
+    assert!(guard.release().await.unwrap());
+}
+
+#[tokio::test]
+async fn redis_names_and_values_are_fixed() {
+    let ns = RedisNamespace::new("golden");
+    let backend = RedisBackend::builder(ns.url())
+        .prefix(ns.prefix())
+        .connect()
+        .await
+        .unwrap();
+    let p = ns.prefix();
+    assert_eq!(backend.lock_name("orders:42"), format!("{p}:{{orders:42}}"));
+    assert_eq!(
+        backend.fence_name("orders:42"),
+        format!("{p}:{{orders:42}}:fence")
+    );
+    assert_eq!(
+        backend.channel_name("orders:42"),
+        format!("{p}:{{orders:42}}:released")
+    );
+    let locker = Locker::new(backend);
+    let guard = locker
+        .try_acquire("orders:42", &opts())
+        .await
+        .unwrap()
+        .unwrap();
+    let mut conn = ns.conn();
+    let owner: String = redis::cmd("GET")
+        .arg(format!("{p}:{{orders:42}}"))
+        .query(&mut conn)
+        .unwrap();
+    assert_eq!(owner, guard.owner().to_hex());
+    let fence: String = redis::cmd("GET")
+        .arg(format!("{p}:{{orders:42}}:fence"))
+        .query(&mut conn)
+        .unwrap();
+    assert_eq!(fence, "1");
+    let pttl: i64 = redis::cmd("PTTL")
+        .arg(format!("{p}:{{orders:42}}"))
+        .query(&mut conn)
+        .unwrap();
+    assert!(pttl > 29_000 && pttl <= 30_000, "{pttl}");
+    assert!(guard.release().await.unwrap());
+
+    // A lock set by another version (same name, any owner) excludes this one.
+    let _: () = redis::cmd("SET")
+        .arg(format!("{p}:{{orders:42}}"))
+        .arg("00112233445566778899aabbccddeeff")
+        .arg("PX")
+        .arg(30_000)
+        .query(&mut conn)
+        .unwrap();
+    assert!(
+        locker
+            .try_acquire("orders:42", &opts())
+            .await
+            .unwrap()
+            .is_none()
+    );
+}
+
+/// Lock and counter share one cluster slot, even for keys that contain braces themselves.
+#[test]
+fn lock_and_counter_share_a_cluster_slot() {
+    let server = RedisServer::start(&["--cluster-enabled", "yes"]);
+    let mut conn = redis::Client::open(server.url())
+        .unwrap()
+        .get_connection()
+        .unwrap();
+    let mut slot = |name: &str| -> i64 {
+        redis::cmd("CLUSTER")
+            .arg("KEYSLOT")
+            .arg(name)
+            .query(&mut conn)
+            .unwrap()
+    };
+    for key in ["orders:42", "a}b", "{x}", "{", "x}{", "plain"] {
+        let lock = format!("lockwise:{{{key}}}");
+        assert_eq!(slot(&lock), slot(&format!("{lock}:fence")), "key {key:?}");
+    }
+    assert_ne!(slot("lockwise:{orders:42}"), slot("lockwise:{orders:43}"));
+    // Why keys may not start with '}': the tag would be empty.
+    assert_ne!(slot("lockwise:{}x}"), slot("lockwise:{}x}:fence"));
+}
+
+#[tokio::test]
+async fn redis_refuses_keys_whose_hash_tag_would_be_empty() {
+    let ns = RedisNamespace::new("golden");
+    let backend = RedisBackend::builder(ns.url())
+        .prefix(ns.prefix())
+        .connect()
+        .await
+        .unwrap();
+    let err = Locker::new(backend)
+        .try_acquire("}x", &opts())
+        .await
+        .unwrap_err();
+    assert!(matches!(err, lockwise::Error::InvalidKey { .. }), "{err:?}");
+}
