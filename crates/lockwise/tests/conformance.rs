@@ -511,6 +511,28 @@ async fn a_waiter_returns_when_the_holders_ttl_runs_out(h: Harness) {
     assert!(gb.release().await.unwrap());
 }
 
+/// The whole documented TTL range works, renewal included at the 100 ms minimum.
+async fn ttls_from_the_minimum_to_the_maximum_work(h: Harness) {
+    let (a, b) = (h.locker().await, h.locker().await);
+    let ga = a
+        .try_acquire("k", &LockOptions::ttl(lockwise::MIN_TTL))
+        .await
+        .unwrap()
+        .unwrap();
+    ga.run(sleep(500 * MS))
+        .await
+        .expect("renewed every 33 ms for 5 TTLs");
+    assert!(b.try_acquire("k", &ttl(1_000)).await.unwrap().is_none());
+    assert!(ga.release().await.unwrap());
+    let gmax = a
+        .try_acquire("k", &LockOptions::ttl(lockwise::MAX_TTL))
+        .await
+        .unwrap()
+        .unwrap();
+    assert!(gmax.deadline() > Instant::now() + lockwise::MAX_TTL - 3_600_000 * MS);
+    assert!(gmax.release().await.unwrap());
+}
+
 macro_rules! conformance {
     ($($backend:ident),*) => {$(
         mod $backend {
@@ -528,6 +550,7 @@ macro_rules! conformance {
             #[tokio::test] async fn a_dropped_acquire_leaves_no_lock_behind() { super::a_dropped_acquire_leaves_no_lock_behind(Harness::$backend()).await }
             #[tokio::test] async fn a_dropped_guard_releases_its_lock() { super::a_dropped_guard_releases_its_lock(Harness::$backend()).await }
             #[tokio::test] async fn bad_input_is_refused_before_anything_is_stored() { super::bad_input_is_refused_before_anything_is_stored(Harness::$backend()).await }
+            #[tokio::test] async fn ttls_from_the_minimum_to_the_maximum_work() { super::ttls_from_the_minimum_to_the_maximum_work(Harness::$backend()).await }
             #[tokio::test] async fn a_grant_that_arrives_too_late_is_discarded() { super::a_grant_that_arrives_too_late_is_discarded(Harness::$backend()).await }
             #[tokio::test] async fn a_hung_renewal_cannot_hide_a_loss() { super::a_hung_renewal_cannot_hide_a_loss(Harness::$backend()).await }
             #[tokio::test] async fn a_renewal_that_times_out_is_retried() { super::a_renewal_that_times_out_is_retried(Harness::$backend()).await }
