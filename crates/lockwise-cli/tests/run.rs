@@ -387,7 +387,9 @@ fn backend_failures_exit_69_within_5s_without_the_password() {
     let secret = "hunter2-secret";
     let auth = RedisServer::start(&["--requirepass", "right-password"]);
     let not_redis = NotRedis::start();
+    let silent = NotRedis::silent();
     let urls = [
+        format!("redis://:{secret}@127.0.0.1:{}/", silent.port()),
         format!("redis://:{secret}@127.0.0.1:{}/", closed_port()),
         format!("redis://:{secret}@127.0.0.1:{}/", auth.port()),
         format!("redis://127.0.0.1:{}/", auth.port()), // no password at all

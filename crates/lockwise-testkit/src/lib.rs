@@ -95,20 +95,33 @@ fn free_port() -> u16 {
         .unwrap_or_else(|e| panic!("no free port: {e}"))
 }
 
-/// A server of another kind: answers every connection with an HTTP response and closes it.
+/// A server of another kind: answers every connection with an HTTP response and closes it
+/// ([`NotRedis::start`]), or accepts and never answers at all ([`NotRedis::silent`]).
 #[derive(Debug)]
 pub struct NotRedis {
     port: u16,
 }
 
 impl NotRedis {
-    /// Starts it on a free port.
+    /// An HTTP server on a free port.
     pub fn start() -> Self {
+        Self::serve(answer_http)
+    }
+
+    /// A black hole on a free port: connections are accepted, read, and never answered.
+    pub fn silent() -> Self {
+        Self::serve(|mut stream| {
+            let mut buf = [0u8; 512];
+            while matches!(stream.read(&mut buf), Ok(n) if n > 0) {}
+        })
+    }
+
+    fn serve(handle: fn(TcpStream)) -> Self {
         let listener = TcpListener::bind("127.0.0.1:0").unwrap_or_else(|e| panic!("bind: {e}"));
         let port = listener.local_addr().map(|a| a.port()).unwrap_or(0);
         thread::spawn(move || {
             for stream in listener.incoming().flatten() {
-                thread::spawn(move || answer_http(stream));
+                thread::spawn(move || handle(stream));
             }
         });
         NotRedis { port }

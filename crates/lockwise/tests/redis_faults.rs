@@ -80,7 +80,9 @@ async fn wrong_password_is_a_backend_error_that_never_shows_the_password() {
 #[tokio::test]
 async fn unreachable_or_foreign_servers_fail_within_5s() {
     let not_redis = NotRedis::start();
+    let silent = NotRedis::silent();
     for url in [
+        format!("redis://127.0.0.1:{}/", silent.port()),
         format!("redis://127.0.0.1:{}/", closed_port()),
         format!("redis://127.0.0.1:{}/", not_redis.port()),
         format!("rediss://127.0.0.1:{}/", not_redis.port()),

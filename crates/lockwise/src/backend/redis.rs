@@ -43,7 +43,7 @@ static EXTEND: LazyLock<Script> =
 pub const DEFAULT_PREFIX: &str = "lockwise";
 
 /// How long connecting (including authentication) may take before it is reported as failed.
-const CONNECT_TIMEOUT: Duration = Duration::from_secs(4);
+const CONNECT_TIMEOUT: Duration = Duration::from_secs(3);
 
 /// Leases in Redis. Clones share one multiplexed connection, which reconnects after a drop.
 #[derive(Clone)]
@@ -111,7 +111,7 @@ impl RedisBuilder {
         self
     }
 
-    /// Connects and checks the server with a `PING`, within 4 seconds.
+    /// Connects and checks the server with a `PING`, within 3 seconds.
     pub async fn connect(self) -> Result<RedisBackend> {
         let redacted_url = redact_url(&self.url);
         if self.prefix.is_empty()
