@@ -29,8 +29,10 @@ Exit codes:
   70                   the lock was lost while the command ran (it got SIGTERM, then SIGKILL)
   75                   the lock was not obtained within --wait (see --conflict-exit-code)
 
-The command gets LOCKWISE_FENCING_TOKEN and LOCKWISE_LOCK_KEY in its environment.
-SIGINT and SIGTERM are forwarded to its process group. lockwise writes nothing to stdout.";
+The command gets LOCKWISE_FENCING_TOKEN and LOCKWISE_LOCK_KEY in its environment. It runs in
+a process group of its own; SIGINT, SIGTERM, SIGHUP and SIGQUIT are forwarded to that group,
+and if lockwise dies the command gets SIGTERM. The lock is held until the command and every
+process left in its group have exited. lockwise writes nothing to stdout.";
 
 /// Run a command while holding a lock, renewing it as long as the command runs.
 #[derive(Debug, clap::Args)]
@@ -111,18 +113,34 @@ async fn run_checked(args: RunArgs) -> Result<u8, Failure> {
         .map_err(|_| Failure::usage("invalid lock key: it is not valid UTF-8"))?;
     validate_key(&key)?;
     validate_ttl(args.ttl)?;
+    // From here on SIGINT, SIGTERM, SIGHUP and SIGQUIT never kill lockwise behind the
+    // command's back: they are forwarded to it (or end the wait for the lock).
+    let mut signals = Signals::install().map_err(|e| Failure {
+        code: exit::BACKEND,
+        message: format!("cannot install signal handlers: {e}"),
+    })?;
     let locker = locker(args.url.as_deref()).await?;
     let mut opts = LockOptions::ttl(args.ttl).renew(!args.no_renew);
     let conflict = args.conflict_exit_code.unwrap_or(exit::CONFLICT);
-    let guard = match args.wait {
-        None => locker.try_acquire(&key, &opts).await?,
-        Some(wait) => {
-            opts = opts.wait(wait);
-            match locker.acquire(&key, &opts).await {
-                Ok(guard) => Some(guard),
-                Err(Error::WaitTimeout { .. }) => None,
-                Err(e) => return Err(e.into()),
+    let acquire = async {
+        match args.wait {
+            None => locker.try_acquire(&key, &opts).await,
+            Some(wait) => {
+                opts = opts.wait(wait);
+                match locker.acquire(&key, &opts).await {
+                    Ok(guard) => Ok(Some(guard)),
+                    Err(Error::WaitTimeout { .. }) => Ok(None),
+                    Err(e) => Err(e),
+                }
             }
+        }
+    };
+    let guard = tokio::select! {
+        guard = acquire => guard?,
+        signal = signals.recv() => {
+            // The dropped acquire releases any grant in flight on the runtime; give it a moment.
+            sleep(Duration::from_millis(100)).await;
+            return Ok(128 + signal as u8);
         }
     };
     let Some(guard) = guard else {
@@ -146,7 +164,7 @@ async fn run_checked(args: RunArgs) -> Result<u8, Failure> {
             });
         }
     };
-    let outcome = supervise(child, &guard, args.kill_after).await;
+    let outcome = supervise(child, &guard, args.kill_after, &mut signals).await;
     release(guard).await;
     match outcome {
         Outcome::Exited(status) => Ok(exit_code(status)),
@@ -181,13 +199,36 @@ fn spawn(command: &[OsString], key: &str, guard: &Guard) -> io::Result<Child> {
     let (program, rest) = command
         .split_first()
         .ok_or_else(|| io::Error::new(io::ErrorKind::NotFound, "no command"))?;
-    Command::new(program)
+    let mut command = Command::new(program);
+    command
         .args(rest)
         .env("LOCKWISE_FENCING_TOKEN", guard.token().to_string())
         .env("LOCKWISE_LOCK_KEY", key)
+        // The URL may carry a password; the command has no use for it.
+        .env_remove("LOCKWISE_URL")
         // Its own process group, so that the whole tree can be signalled.
-        .process_group(0)
-        .spawn()
+        .process_group(0);
+    stop_with_parent(&mut command);
+    command.spawn()
+}
+
+/// If lockwise itself dies (SIGKILL, a crash), the lock is no longer renewed: the kernel then
+/// sends the command SIGTERM.
+#[allow(unsafe_code)]
+fn stop_with_parent(command: &mut Command) {
+    let parent = nix::unistd::getpid();
+    // SAFETY: the closure runs in the forked child before exec and only makes the
+    // async-signal-safe system calls prctl, getppid and kill.
+    unsafe {
+        command.pre_exec(move || {
+            nix::sys::prctl::set_pdeathsig(Signal::SIGTERM).map_err(io::Error::from)?;
+            if nix::unistd::getppid() != parent {
+                // lockwise died between fork and prctl.
+                let _ = nix::sys::signal::kill(nix::unistd::getpid(), Signal::SIGTERM);
+            }
+            Ok(())
+        });
+    }
 }
 
 enum Outcome {
@@ -196,33 +237,62 @@ enum Outcome {
     WaitFailed(io::Error),
 }
 
-/// Waits for the command, forwarding SIGINT/SIGTERM; if the lock is lost, stops the command's
-/// whole process group (SIGTERM, then SIGKILL after `kill_after`) and returns once it is gone.
-async fn supervise(mut child: Child, guard: &Guard, kill_after: Duration) -> Outcome {
+/// The signals lockwise forwards to the command's process group.
+struct Signals {
+    int: tokio::signal::unix::Signal,
+    term: tokio::signal::unix::Signal,
+    hup: tokio::signal::unix::Signal,
+    quit: tokio::signal::unix::Signal,
+}
+
+impl Signals {
+    fn install() -> io::Result<Self> {
+        Ok(Signals {
+            int: signal(SignalKind::interrupt())?,
+            term: signal(SignalKind::terminate())?,
+            hup: signal(SignalKind::hangup())?,
+            quit: signal(SignalKind::quit())?,
+        })
+    }
+
+    async fn recv(&mut self) -> Signal {
+        tokio::select! {
+            _ = self.int.recv() => Signal::SIGINT,
+            _ = self.term.recv() => Signal::SIGTERM,
+            _ = self.hup.recv() => Signal::SIGHUP,
+            _ = self.quit.recv() => Signal::SIGQUIT,
+        }
+    }
+}
+
+/// Waits until the command and every other process of its group have exited, forwarding
+/// signals. If the lock is lost, the whole group gets SIGTERM, then SIGKILL after
+/// `kill_after`, and the outcome is `Lost` once the group is gone.
+async fn supervise(
+    mut child: Child,
+    guard: &Guard,
+    kill_after: Duration,
+    signals: &mut Signals,
+) -> Outcome {
     let group = child
         .id()
         .and_then(|id| i32::try_from(id).ok())
         .map(Pid::from_raw);
-    let (mut sigint, mut sigterm) = match (
-        signal(SignalKind::interrupt()),
-        signal(SignalKind::terminate()),
-    ) {
-        (Ok(i), Ok(t)) => (i, t),
-        (Err(e), _) | (_, Err(e)) => return Outcome::WaitFailed(e),
-    };
     let signal_group = |sig: Signal| {
         if let Some(group) = group {
             let _ = killpg(group, sig);
         }
     };
+    let mut status: Option<io::Result<ExitStatus>> = None;
     let mut lost_at: Option<Instant> = None;
     let mut killed = false;
-    let status = loop {
+    loop {
+        if status.is_some() && !group.is_some_and(group_alive) {
+            break;
+        }
         let kill_at = lost_at.map(|at| at + kill_after);
         tokio::select! {
-            status = child.wait() => break status,
-            _ = sigint.recv() => signal_group(Signal::SIGINT),
-            _ = sigterm.recv() => signal_group(Signal::SIGTERM),
+            biased;
             _ = guard.lost(), if lost_at.is_none() => {
                 eprintln!("lockwise: lock {:?} lost; sending SIGTERM to the command", guard.key());
                 lost_at = Some(Instant::now());
@@ -232,25 +302,51 @@ async fn supervise(mut child: Child, guard: &Guard, kill_after: Duration) -> Out
                 killed = true;
                 signal_group(Signal::SIGKILL);
             }
-        }
-    };
-    let Some(lost_at) = lost_at else {
-        return match status {
-            Ok(status) => Outcome::Exited(status),
-            Err(e) => Outcome::WaitFailed(e),
-        };
-    };
-    // The lock counts as released only once every process of the tree is gone.
-    if let Some(group) = group {
-        let kill_at = lost_at + kill_after;
-        while killpg(group, None) != Err(Errno::ESRCH) {
-            if Instant::now() >= kill_at {
-                let _ = killpg(group, Signal::SIGKILL);
-            }
-            sleep(Duration::from_millis(20)).await;
+            sig = signals.recv() => signal_group(sig),
+            exited = child.wait(), if status.is_none() => status = Some(exited),
+            // The command is gone but others of its group still run: look again shortly.
+            _ = sleep(Duration::from_millis(50)), if status.is_some() => {}
         }
     }
-    Outcome::Lost
+    if lost_at.is_some() || guard.is_lost() {
+        return Outcome::Lost;
+    }
+    match status {
+        Some(Ok(status)) => Outcome::Exited(status),
+        Some(Err(e)) => Outcome::WaitFailed(e),
+        None => Outcome::WaitFailed(io::Error::other("the command was not waited for")),
+    }
+}
+
+/// Whether any process of `group` still runs. Reaps the group's zombies that became ours
+/// (as PID 1, or as the parent of orphans), and does not count zombies of others.
+fn group_alive(group: Pid) -> bool {
+    use nix::sys::wait::{WaitPidFlag, WaitStatus, waitpid};
+    let any_in_group = Pid::from_raw(-group.as_raw());
+    while let Ok(status) = waitpid(any_in_group, Some(WaitPidFlag::WNOHANG)) {
+        if status == WaitStatus::StillAlive {
+            break;
+        }
+    }
+    if killpg(group, None) == Err(Errno::ESRCH) {
+        return false;
+    }
+    let Ok(entries) = std::fs::read_dir("/proc") else {
+        return true;
+    };
+    entries.flatten().any(|entry| {
+        let Ok(stat) = std::fs::read_to_string(entry.path().join("stat")) else {
+            return false;
+        };
+        // pid (comm) state ppid pgrp …; comm may contain spaces and parentheses.
+        let Some((_, fields)) = stat.rsplit_once(')') else {
+            return false;
+        };
+        let mut fields = fields.split_whitespace();
+        let state = fields.next();
+        let pgrp = fields.nth(1).and_then(|p| p.parse::<i32>().ok());
+        pgrp == Some(group.as_raw()) && state != Some("Z") && state != Some("X")
+    })
 }
 
 async fn release(guard: Guard) {

@@ -178,7 +178,11 @@ fn the_childs_exit_code_passes_through(b: Backend) {
         .output()
         .expect("run");
     assert_eq!(code(&missing), 127);
-    let not_exec = lockwise(&b.url(), &key, &[], &["/etc/hostname"])
+    let dir = tempfile::tempdir().expect("tempdir");
+    let plain = dir.path().join("not-executable");
+    std::fs::write(&plain, "data").expect("write");
+    let plain = plain.to_str().expect("utf-8 path");
+    let not_exec = lockwise(&b.url(), &key, &[], &[plain])
         .output()
         .expect("run");
     assert_eq!(code(&not_exec), 126);
@@ -262,6 +266,67 @@ fn signals_are_forwarded(b: Backend) {
     );
 }
 
+/// SIGHUP and SIGQUIT are forwarded like SIGTERM: lockwise never dies and leaves the command
+/// running without the lock.
+fn hangup_is_forwarded_not_fatal(b: Backend) {
+    let key = b.key();
+    let script = "trap 'echo got-hup; exit 5' HUP; echo started; while true; do sleep 0.05; done";
+    let (mut child, mut out) = spawn_holder(&b, &key, &[], script);
+    let pid = nix::unistd::Pid::from_raw(child.id() as i32);
+    nix::sys::signal::kill(pid, nix::sys::signal::Signal::SIGHUP).expect("kill");
+    assert!(wait_for_line(&mut out, Duration::from_secs(5), |l| l == "got-hup").is_some());
+    assert_eq!(child.wait().expect("wait").code(), Some(5));
+    let again = lockwise(&b.url(), &key, &[], &["true"])
+        .output()
+        .expect("run");
+    assert_eq!(
+        code(&again),
+        0,
+        "released after the command exited: {again:?}"
+    );
+}
+
+/// Processes the command leaves behind in its group keep the lock until they exit.
+fn the_lock_is_held_until_the_whole_group_exits(b: Backend) {
+    let key = b.key();
+    let start = Instant::now();
+    let mut holder = lockwise(&b.url(), &key, &[], &["sh", "-c", "sleep 1 & exit 0"])
+        .spawn()
+        .expect("spawn");
+    std::thread::sleep(Duration::from_millis(400));
+    let refused = lockwise(&b.url(), &key, &[], &["true"])
+        .output()
+        .expect("run");
+    assert_eq!(
+        code(&refused),
+        75,
+        "the background sleep still holds the lock"
+    );
+    assert_eq!(holder.wait().expect("wait").code(), Some(0));
+    assert!(
+        start.elapsed() >= Duration::from_millis(950),
+        "{:?}",
+        start.elapsed()
+    );
+    let again = lockwise(&b.url(), &key, &[], &["true"])
+        .output()
+        .expect("run");
+    assert_eq!(code(&again), 0);
+}
+
+/// If lockwise is killed, the command is told to stop (its lock is no longer renewed).
+fn the_command_stops_when_lockwise_dies(b: Backend) {
+    let key = b.key();
+    let script = "trap 'echo got-term; exit 0' TERM; echo started; while true; do sleep 0.05; done";
+    let (mut child, mut out) = spawn_holder(&b, &key, &[], script);
+    child.kill().expect("SIGKILL lockwise");
+    let _ = child.wait();
+    assert!(
+        wait_for_line(&mut out, Duration::from_secs(5), |l| l == "got-term").is_some(),
+        "the orphaned command got SIGTERM"
+    );
+}
+
 macro_rules! on_backends {
     ($($case:ident),*) => {
         mod file { use super::*; $(#[test] fn $case() { super::$case(Backend::file()) })* }
@@ -274,8 +339,36 @@ on_backends!(
     children_see_increasing_tokens,
     the_childs_exit_code_passes_through,
     a_lost_lock_stops_the_whole_tree,
-    signals_are_forwarded
+    signals_are_forwarded,
+    hangup_is_forwarded_not_fatal,
+    the_lock_is_held_until_the_whole_group_exits,
+    the_command_stops_when_lockwise_dies
 );
+
+#[test]
+fn the_command_does_not_inherit_the_backend_url() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let url = format!("file://{}", dir.path().display());
+    let out = Command::new(BIN)
+        .args([
+            "run",
+            "--key",
+            "k",
+            "--",
+            "sh",
+            "-c",
+            "echo ${LOCKWISE_URL:-unset}",
+        ])
+        .env("LOCKWISE_URL", &url)
+        .output()
+        .expect("run");
+    assert_eq!(code(&out), 0, "{out:?}");
+    assert_eq!(String::from_utf8_lossy(&out.stdout), "unset\n");
+    assert!(
+        std::fs::read_dir(dir.path()).expect("dir").count() > 0,
+        "LOCKWISE_URL was used"
+    );
+}
 
 /// Runs `lockwise` with raw arguments; returns (exit code, stderr, seconds taken).
 fn raw(args: Vec<OsString>) -> (i32, String, f64) {

@@ -1,24 +1,28 @@
 //! The guard of a held lock: renewal watchdog, lost signal, ownership re-check, release.
 
 use std::future::Future;
-use std::sync::{Arc, Mutex, PoisonError};
+use std::sync::Arc;
 use std::time::Duration;
 
 use tokio::runtime::Handle;
+use tokio::sync::watch;
 use tokio::time::{Instant, sleep_until, timeout_at};
 use tokio_util::sync::{CancellationToken, WaitForCancellationFuture};
 
 use crate::backend::Backend;
 use crate::error::{Error, Result};
-use crate::lease::{FencingToken, OwnerToken, drift, validate_ttl};
+use crate::lease::{FencingToken, OwnerToken, boottime_nanos, drift, validate_ttl};
+use crate::options::Renew;
 
 /// A held lock.
 ///
 /// While the guard lives, a watchdog task renews the lease (every `ttl / 3` by default) and
 /// watches the local [deadline](Self::deadline). When a renewal is refused, or the deadline
-/// passes without a successful renewal (a hung call, a paused process, a lost network), the
-/// **lost signal** fires: [`lost`](Self::lost) resolves, [`run`](Self::run) cancels the work it
-/// runs, and [`is_held`](Self::is_held) answers `false`.
+/// passes without a successful renewal (a hung call, a paused process, a lost network, a
+/// suspended machine), the **lost signal** fires: [`lost`](Self::lost) resolves,
+/// [`run`](Self::run) cancels the work it runs, and [`is_held`](Self::is_held) answers `false`.
+/// A renewal that fails with a transport error is retried until the deadline; one that the
+/// backend *refuses* (the lease is gone or someone else's) fires the signal at once.
 ///
 /// # Dropping
 ///
@@ -42,27 +46,47 @@ struct Lease {
     key: String,
     owner: OwnerToken,
     fence: FencingToken,
-    times: Mutex<Times>,
+    renew: Renew,
+    /// The current TTL and deadline; a change wakes the watchdog.
+    times: watch::Sender<Times>,
+    /// Every extend (the watchdog's and the user's) runs alone, so the deadline always matches
+    /// the extend the backend applied last.
+    extending: tokio::sync::Mutex<()>,
     lost: CancellationToken,
 }
 
 #[derive(Debug, Clone, Copy)]
 struct Times {
     ttl: Duration,
+    /// On the Tokio clock (`CLOCK_MONOTONIC`; paused in tests).
     deadline: Instant,
+    /// The same deadline on `CLOCK_BOOTTIME`, which keeps counting while the machine sleeps.
+    deadline_boot: Option<u64>,
+}
+
+impl Times {
+    fn starting(sent: Instant, sent_boot: Option<u64>, ttl: Duration) -> Self {
+        let trusted = ttl - drift(ttl);
+        Times {
+            ttl,
+            deadline: sent + trusted,
+            deadline_boot: sent_boot
+                .map(|b| b.saturating_add(u64::try_from(trusted.as_nanos()).unwrap_or(u64::MAX))),
+        }
+    }
+
+    fn passed(&self) -> bool {
+        Instant::now() >= self.deadline
+            || self
+                .deadline_boot
+                .zip(boottime_nanos().ok())
+                .is_some_and(|(deadline, now)| now >= deadline)
+    }
 }
 
 impl Lease {
     fn times(&self) -> Times {
-        *self.times.lock().unwrap_or_else(PoisonError::into_inner)
-    }
-
-    fn renewed(&self, sent: Instant, ttl: Duration) {
-        let mut t = self.times.lock().unwrap_or_else(PoisonError::into_inner);
-        *t = Times {
-            ttl,
-            deadline: sent + ttl - drift(ttl),
-        };
+        *self.times.borrow()
     }
 
     fn mark_lost(&self, why: &str) {
@@ -71,6 +95,33 @@ impl Lease {
             self.lost.cancel();
         }
     }
+
+    /// Whether the lock must be considered lost now; fires the signal if the deadline passed.
+    fn is_lost(&self) -> bool {
+        if !self.lost.is_cancelled() && self.times().passed() {
+            self.mark_lost("the local deadline passed without a successful renewal");
+        }
+        self.lost.is_cancelled()
+    }
+
+    /// Extends the lease and, if the backend agreed, moves the deadline to `sent + ttl − drift`.
+    async fn extend(&self, ttl: Duration) -> Result<bool> {
+        let _alone = self.extending.lock().await;
+        if self.is_lost() {
+            return Ok(false);
+        }
+        let sent = Instant::now();
+        let sent_boot = boottime_nanos().ok();
+        let extended = self.backend.extend(&self.key, self.owner, ttl).await?;
+        if !extended {
+            self.mark_lost("extend refused: the lease expired or belongs to someone else");
+        } else if !self.lost.is_cancelled() {
+            self.times
+                .send_replace(Times::starting(sent, sent_boot, ttl));
+            tracing::trace!(key = %self.key, ?ttl, "extended");
+        }
+        Ok(extended && !self.is_lost())
+    }
 }
 
 impl Guard {
@@ -78,22 +129,21 @@ impl Guard {
     pub(crate) fn start(
         on_drop: ReleaseOnDrop,
         fence: FencingToken,
-        sent: Instant,
+        sent: (Instant, Option<u64>),
         ttl: Duration,
-        renew_every: Option<Duration>,
+        renew: Renew,
     ) -> Guard {
         let lease = Arc::new(Lease {
             backend: on_drop.backend.clone(),
             key: on_drop.key.clone(),
             owner: on_drop.owner,
             fence,
-            times: Mutex::new(Times {
-                ttl,
-                deadline: sent + ttl - drift(ttl),
-            }),
+            renew,
+            times: watch::Sender::new(Times::starting(sent.0, sent.1, ttl)),
+            extending: tokio::sync::Mutex::new(()),
             lost: CancellationToken::new(),
         });
-        let watchdog = on_drop.handle.spawn(watchdog(lease.clone(), renew_every));
+        let watchdog = on_drop.handle.spawn(watchdog(lease.clone()));
         Guard {
             lease,
             watchdog,
@@ -118,14 +168,14 @@ impl Guard {
 
     /// The monotonic instant after which this process must assume the lock is gone
     /// (`sent + ttl − drift`, see [`lease`](crate::lease)); moved forward by each successful
-    /// renewal.
+    /// renewal. (It is also tracked on `CLOCK_BOOTTIME`, so a suspend of the machine counts.)
     pub fn deadline(&self) -> Instant {
         self.lease.times().deadline
     }
 
-    /// Whether the lost signal has fired.
+    /// Whether the lost signal has fired (or the deadline has passed, which fires it).
     pub fn is_lost(&self) -> bool {
-        self.lease.lost.is_cancelled()
+        self.lease.is_lost()
     }
 
     /// Resolves when the lock is lost. Usable in `tokio::select!`:
@@ -161,33 +211,23 @@ impl Guard {
             .backend
             .holds(&self.lease.key, self.lease.owner)
             .await?;
-        // The answer is only good if it came back before the local deadline.
-        if !held || Instant::now() >= self.deadline() {
+        if !held {
             self.lease.mark_lost("ownership check failed");
-            return Ok(false);
         }
-        Ok(true)
+        // The answer is only good if it came back before the local deadline.
+        Ok(held && !self.is_lost())
     }
 
-    /// Resets the lease to `ttl` from now. Fails with [`Error::LockLost`] (and fires the lost
-    /// signal) when the lease expired or belongs to someone else: it is never re-created.
+    /// Resets the lease to `ttl` from now (later renewals keep this TTL). Fails with
+    /// [`Error::LockLost`] (and fires the lost signal) when the lease expired or belongs to
+    /// someone else: it is never re-created.
     pub async fn extend(&self, ttl: Duration) -> Result<()> {
         validate_ttl(ttl)?;
-        if self.is_lost() {
-            return Err(self.lost_error());
+        if self.lease.extend(ttl).await? {
+            Ok(())
+        } else {
+            Err(self.lost_error())
         }
-        let sent = Instant::now();
-        let ok = self
-            .lease
-            .backend
-            .extend(&self.lease.key, self.lease.owner, ttl)
-            .await?;
-        if !ok {
-            self.lease.mark_lost("extend refused");
-            return Err(self.lost_error());
-        }
-        self.lease.renewed(sent, ttl);
-        Ok(())
     }
 
     /// Runs `work` while the lock is held and cancels it (drops the future) as soon as the lock
@@ -205,6 +245,9 @@ impl Guard {
     /// # Ok(()) }
     /// ```
     pub async fn run<F: Future>(&self, work: F) -> Result<F::Output> {
+        if self.is_lost() {
+            return Err(self.lost_error());
+        }
         tokio::select! {
             biased;
             _ = self.lease.lost.cancelled() => Err(self.lost_error()),
@@ -214,17 +257,19 @@ impl Guard {
 
     /// Releases the lock by compare-and-delete. `Ok(true)` when this grant still held it,
     /// `Ok(false)` when it had already expired or been taken over (nothing is removed then).
+    ///
+    /// If this future is dropped, or the backend fails, the release is retried in the
+    /// background as if the guard had been dropped; the TTL is the backstop.
     pub async fn release(mut self) -> Result<bool> {
         self.watchdog.abort();
-        self.on_drop.armed = false;
         let released = self
             .lease
             .backend
             .release(&self.lease.key, self.lease.owner)
-            .await;
-        self.lease.lost.cancel();
-        tracing::debug!(key = %self.lease.key, fence = %self.lease.fence, ?released, "release");
-        released
+            .await?;
+        self.on_drop.armed = false;
+        tracing::debug!(key = %self.lease.key, fence = %self.lease.fence, released, "released");
+        Ok(released)
     }
 
     fn lost_error(&self) -> Error {
@@ -242,46 +287,59 @@ impl Drop for Guard {
 }
 
 /// Renews the lease and fires the lost signal at the local deadline.
-async fn watchdog(lease: Arc<Lease>, renew_every: Option<Duration>) {
-    let mut next_renewal = renew_every.map(|every| Instant::now() + every);
+async fn watchdog(lease: Arc<Lease>) {
+    let mut changes = lease.times.subscribe();
+    let mut next_renewal = lease
+        .renew
+        .interval(lease.times().ttl)
+        .map(|every| Instant::now() + every);
     loop {
-        let deadline = lease.times().deadline;
-        let wake = next_renewal.map_or(deadline, |at| at.min(deadline));
+        let times = lease.times();
+        let every = lease.renew.interval(times.ttl);
+        // Wake at least every ttl/3 even without renewal: a suspended machine stops the
+        // monotonic clock, and only a look at CLOCK_BOOTTIME notices.
+        let mut wake = times.deadline.min(Instant::now() + times.ttl / 3);
+        if let Some(at) = next_renewal {
+            wake = wake.min(at);
+        }
         tokio::select! {
             _ = sleep_until(wake) => {}
+            changed = changes.changed() => {
+                if changed.is_err() {
+                    return;
+                }
+                // A user extend may have shortened the TTL: renew at the new pace.
+                if let Some(every) = lease.renew.interval(lease.times().ttl) {
+                    next_renewal = Some(next_renewal.map_or(Instant::now() + every, |at| at.min(Instant::now() + every)));
+                }
+                continue;
+            }
             _ = lease.lost.cancelled() => return,
         }
-        let Times { ttl, deadline } = lease.times();
-        if Instant::now() >= deadline {
-            lease.mark_lost("the local deadline passed without a successful renewal");
+        if lease.is_lost() {
             return;
         }
-        let (Some(every), Some(at)) = (renew_every, next_renewal) else {
+        let (Some(every), Some(at)) = (every, next_renewal) else {
             continue;
         };
         if Instant::now() < at {
             continue;
         }
-        // The response must come back well before the next renewal and before the deadline.
+        // The answer must come back well before the next renewal is due and before the
+        // deadline; after a failure, try again soon (but not in a busy loop).
         let sent = Instant::now();
-        let give_up = (sent + every / 2).min(deadline);
-        match timeout_at(give_up, lease.backend.extend(&lease.key, lease.owner, ttl)).await {
-            Ok(Ok(true)) => {
-                lease.renewed(sent, ttl);
-                next_renewal = Some(sent + every);
-                tracing::trace!(key = %lease.key, "renewed");
-            }
-            Ok(Ok(false)) => {
-                lease.mark_lost("renewal refused: the lease expired or belongs to someone else");
-                return;
-            }
+        let give_up = (sent + every * 2 / 3).min(times.deadline);
+        let retry_soon = sent + (every / 4).max(Duration::from_millis(5));
+        match timeout_at(give_up, lease.extend(times.ttl)).await {
+            Ok(Ok(true)) => next_renewal = Some(sent + every),
+            Ok(Ok(false)) => return,
             Ok(Err(error)) => {
                 tracing::warn!(key = %lease.key, %error, "renewal failed; retrying until the deadline");
-                next_renewal = Some(Instant::now() + (every / 4).max(Duration::from_millis(10)));
+                next_renewal = Some(retry_soon);
             }
             Err(_) => {
                 tracing::warn!(key = %lease.key, "renewal timed out; retrying until the deadline");
-                next_renewal = Some(Instant::now());
+                next_renewal = Some(retry_soon);
             }
         }
     }

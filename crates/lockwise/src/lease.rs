@@ -87,6 +87,17 @@ impl fmt::Debug for OwnerToken {
     }
 }
 
+/// Nanoseconds on `CLOCK_BOOTTIME`: a monotonic clock shared by every process of one boot that,
+/// unlike `CLOCK_MONOTONIC` (and so [`std::time::Instant`]), keeps counting while the machine is
+/// suspended — as a lock server's TTL does.
+pub(crate) fn boottime_nanos() -> std::io::Result<u64> {
+    let ts = nix::time::clock_gettime(nix::time::ClockId::CLOCK_BOOTTIME)
+        .map_err(std::io::Error::from)?;
+    let secs = u64::try_from(ts.tv_sec()).unwrap_or(0);
+    let nanos = u64::try_from(ts.tv_nsec()).unwrap_or(0);
+    Ok(secs.saturating_mul(1_000_000_000).saturating_add(nanos))
+}
+
 /// The safety margin subtracted from a TTL; see the [module docs](self).
 pub fn drift(ttl: Duration) -> Duration {
     ttl / 100 + Duration::from_millis(2)

@@ -89,6 +89,8 @@ impl Locker {
 
     /// Waits for the lock: until it is granted, [`LockOptions::wait`] runs out
     /// ([`Error::WaitTimeout`]), or the retry strategy gives up (also `WaitTimeout`).
+    /// Transient backend failures are retried like a held lock; if the wait ends on one, that
+    /// error is returned instead of `WaitTimeout`.
     ///
     /// Between attempts a waiter sleeps for the retry strategy's backoff, but never longer than
     /// the holder's remaining TTL, and wakes early when the backend announces a release
@@ -108,14 +110,23 @@ impl Locker {
         // Subscribe before the first attempt, so a release right after it is not missed.
         let mut released = self.backend.watch(key).await?;
         loop {
-            let expires_in = match self.attempt(key, opts).await? {
-                Ok(guard) => return Ok(guard),
-                Err(expires_in) => expires_in,
+            let (expires_in, failure) = match self.attempt(key, opts).await {
+                Ok(Ok(guard)) => return Ok(guard),
+                Ok(Err(expires_in)) => (expires_in, None),
+                // A backend that is down for a moment (a restart, a failover) is waited out
+                // like a holder; the error is returned if the wait ends on it.
+                Err(e) if e.is_transient() => {
+                    tracing::warn!(key, error = %e, "acquire attempt failed; retrying");
+                    (None, Some(e))
+                }
+                Err(e) => return Err(e),
             };
             let now = Instant::now();
-            let timed_out = || Error::WaitTimeout {
-                key: key.to_owned(),
-                waited: now - start,
+            let timed_out = || {
+                failure.unwrap_or_else(|| Error::WaitTimeout {
+                    key: key.to_owned(),
+                    waited: now - start,
+                })
             };
             let Some(backoff) = retry.next_backoff() else {
                 return Err(timed_out());
@@ -157,6 +168,7 @@ impl Locker {
             armed: true,
         };
         let sent = Instant::now();
+        let sent_boot = crate::lease::boottime_nanos().ok();
         match self.backend.try_acquire(key, owner, opts.ttl).await? {
             Attempt::Granted(fence) => {
                 if Instant::now() >= sent + opts.ttl - drift(opts.ttl) {
@@ -177,9 +189,9 @@ impl Locker {
                 Ok(Ok(Guard::start(
                     on_drop,
                     fence,
-                    sent,
+                    (sent, sent_boot),
                     opts.ttl,
-                    opts.renew_interval(),
+                    opts.renew,
                 )))
             }
             Attempt::Held { expires_in } => {

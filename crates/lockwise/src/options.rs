@@ -79,12 +79,20 @@ impl LockOptions {
         self.ttl
     }
 
-    pub(crate) fn renew_interval(&self) -> Option<Duration> {
-        let default = self.ttl / 3;
-        match self.renew {
+    #[cfg(test)]
+    fn renew_interval(&self) -> Option<Duration> {
+        self.renew.interval(self.ttl)
+    }
+}
+
+impl Renew {
+    /// The renewal interval for a lease of `ttl` (the current one: `extend` may change it).
+    pub(crate) fn interval(self, ttl: Duration) -> Option<Duration> {
+        let default = ttl / 3;
+        match self {
             Renew::Off => None,
             Renew::Default => Some(default),
-            Renew::Every(d) if d.is_zero() || d >= self.ttl => Some(default),
+            Renew::Every(d) if d.is_zero() || d >= ttl => Some(default),
             Renew::Every(d) => Some(d),
         }
     }

@@ -65,12 +65,15 @@ impl BackendUrl {
 }
 
 /// `url` with any password replaced by `***`, for messages and logs. Works on malformed URLs
-/// too: everything between `scheme://` and the last `@` of the authority is user info.
+/// too: everything between `scheme://` and the *last* `@` counts as user info (a password may
+/// contain `/`, `?` or `#`; redacting too much is harmless, too little is not).
 ///
 /// ```
 /// use lockwise::url::redact_url;
 /// assert_eq!(redact_url("redis://:hunter2@host:6379/0"), "redis://:***@host:6379/0");
 /// assert_eq!(redact_url("redis://user:p@ss@host"), "redis://user:***@host");
+/// assert_eq!(redact_url("redis://:s3cr/et@host"), "redis://:***@host");
+/// assert_eq!(redact_url("redis://us#er:pw@host"), "redis://us#er:***@host");
 /// assert_eq!(redact_url("redis://host"), "redis://host");
 /// ```
 pub fn redact_url(url: &str) -> String {
@@ -79,15 +82,13 @@ pub fn redact_url(url: &str) -> String {
     };
     let rest_start = scheme_end + 3;
     let rest = &url[rest_start..];
-    let authority_end = rest.find(['/', '?', '#']).unwrap_or(rest.len());
-    let authority = &rest[..authority_end];
-    let Some(at) = authority.rfind('@') else {
+    let Some(at) = rest.rfind('@') else {
         return url.to_owned();
     };
-    let userinfo = &authority[..at];
+    let userinfo = &rest[..at];
     let user = match userinfo.find(':') {
         Some(colon) => format!("{}:***", &userinfo[..colon]),
         None => "***".to_owned(),
     };
-    format!("{}{user}{}", &url[..rest_start], &url[rest_start + at..])
+    format!("{}{user}{}", &url[..rest_start], &rest[at..])
 }

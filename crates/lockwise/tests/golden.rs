@@ -193,3 +193,22 @@ async fn redis_refuses_keys_whose_hash_tag_would_be_empty() {
         .unwrap_err();
     assert!(matches!(err, lockwise::Error::InvalidKey { .. }), "{err:?}");
 }
+
+/// A lease file that cannot be read (torn by a power loss) counts as expired, and the next
+/// token is still above every token issued before, thanks to the durable `.fence` file.
+#[tokio::test]
+async fn an_unreadable_lease_file_counts_as_expired() {
+    let dir = tempfile::tempdir().unwrap();
+    let locker = Locker::new(FileBackend::open(dir.path()).unwrap());
+    let first = locker.try_acquire("k", &opts()).await.unwrap().unwrap();
+    let stem = FileBackend::file_stem("k");
+    std::fs::write(dir.path().join(format!("{stem}.lease")), "").unwrap();
+    let second = locker
+        .try_acquire("k", &opts())
+        .await
+        .unwrap()
+        .expect("torn lease = free");
+    assert!(second.token() > first.token());
+    assert!(!first.release().await.unwrap());
+    assert!(second.release().await.unwrap());
+}

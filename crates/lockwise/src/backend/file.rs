@@ -31,7 +31,7 @@ use tokio::sync::watch;
 
 use super::{Attempt, Backend, ReleaseWatch};
 use crate::error::{Error, Result};
-use crate::lease::{FencingToken, OwnerToken};
+use crate::lease::{FencingToken, OwnerToken, boottime_nanos};
 
 const LEASE_HEADER: &str = "lockwise-lease 1";
 const FENCE_HEADER: &str = "lockwise-fence 1";
@@ -91,32 +91,45 @@ impl FileBackend {
         }
     }
 
-    /// Runs `op` on the files of `key` under the key's `flock`, off the async threads.
-    async fn locked<T: Send + 'static>(
+    /// Runs `op` on the files of `key` under the key's `flock`.
+    ///
+    /// The lock is taken with `try_lock` and an async pause between tries, so a process frozen
+    /// while holding it never blocks a runtime thread. Once it is held, `op` runs to the end
+    /// without an await point: a dropped future can never leave an operation half done or
+    /// finishing later on another thread (which could write a grant nobody will release). The
+    /// work is a few small reads and writes, plus one fsync per grant.
+    async fn locked<T>(
         &self,
         key: &str,
-        op: impl FnOnce(&Paths, Instant) -> io::Result<T> + Send + 'static,
+        op: impl FnOnce(&Paths, Instant) -> io::Result<T>,
     ) -> Result<T> {
         let paths = self.paths(key);
-        tokio::task::spawn_blocking(move || {
-            let lock = OpenOptions::new()
-                .create(true)
-                .truncate(false)
-                .write(true)
-                .open(&paths.lock)?;
-            lock.lock()?;
-            let out = op(&paths, Instant::now()?);
-            drop(lock); // closing the descriptor releases the flock
-            out
-        })
-        .await
-        .map_err(|e| Error::backend("file", "lock file task failed", e))?
-        .map_err(|e| {
+        let fail = |e: io::Error| {
             io_error(
                 format!("lock file operation in {} failed", self.dir.display()),
                 e,
             )
-        })
+        };
+        let lock = OpenOptions::new()
+            .create(true)
+            .truncate(false)
+            .write(true)
+            .open(&paths.lock)
+            .map_err(fail)?;
+        let mut pause = Duration::from_micros(200);
+        loop {
+            match lock.try_lock() {
+                Ok(()) => break,
+                Err(std::fs::TryLockError::WouldBlock) => {
+                    tokio::time::sleep(pause).await;
+                    pause = (pause * 2).min(Duration::from_millis(10));
+                }
+                Err(std::fs::TryLockError::Error(e)) => return Err(fail(e)),
+            }
+        }
+        let out = Instant::now().and_then(|now| op(&paths, now));
+        drop(lock); // closing the descriptor releases the flock
+        out.map_err(fail)
     }
 }
 
@@ -151,13 +164,9 @@ struct Instant {
 
 impl Instant {
     fn now() -> io::Result<Self> {
-        let ts = nix::time::clock_gettime(nix::time::ClockId::CLOCK_BOOTTIME)
-            .map_err(io::Error::from)?;
-        let nanos = u64::try_from(ts.tv_sec())
-            .unwrap_or(0)
-            .saturating_mul(1_000_000_000)
-            .saturating_add(u64::try_from(ts.tv_nsec()).unwrap_or(0));
-        Ok(Instant { nanos })
+        Ok(Instant {
+            nanos: boottime_nanos()?,
+        })
     }
 
     fn plus(self, d: Duration) -> Self {
@@ -226,14 +235,18 @@ impl LeaseRecord {
     }
 }
 
+/// Reads a lease; an unreadable one counts as expired. That is safe: the lease is replaced
+/// without fsync and may come back empty after a power loss, but the `.fence` file, written
+/// durably *before* the lease, always holds a token at least as high as the lease's.
 fn read_lease(path: &Path) -> io::Result<Option<LeaseRecord>> {
     match fs::read_to_string(path) {
-        Ok(text) => LeaseRecord::decode(&text).map(Some).ok_or_else(|| {
-            io::Error::new(
-                io::ErrorKind::InvalidData,
-                format!("corrupt lease file {}", path.display()),
-            )
-        }),
+        Ok(text) => {
+            let lease = LeaseRecord::decode(&text);
+            if lease.is_none() {
+                tracing::warn!(path = %path.display(), "unreadable lease file; treating it as expired");
+            }
+            Ok(lease)
+        }
         Err(e) if e.kind() == io::ErrorKind::NotFound => Ok(None),
         Err(e) => Err(e),
     }

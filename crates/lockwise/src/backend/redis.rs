@@ -25,7 +25,7 @@ use std::time::Duration;
 use async_trait::async_trait;
 use redis::aio::{ConnectionManager, ConnectionManagerConfig};
 use redis::{Client, ProtocolVersion, PushInfo, PushKind, Script, Value};
-use tokio::sync::{OnceCell, watch};
+use tokio::sync::watch;
 
 use super::{Attempt, Backend, ReleaseWatch};
 use crate::error::{Error, Result};
@@ -56,8 +56,8 @@ struct Inner {
     client: Client,
     prefix: String,
     redacted_url: String,
-    /// The pub/sub connection for waiters, opened on first use; `None` if it could not be.
-    events: OnceCell<Option<Events>>,
+    /// The pub/sub connection for waiters, opened on first use.
+    events: tokio::sync::Mutex<EventsState>,
 }
 
 impl std::fmt::Debug for RedisBackend {
@@ -156,7 +156,7 @@ impl RedisBuilder {
                 client: events_client,
                 prefix: self.prefix,
                 redacted_url,
-                events: OnceCell::new(),
+                events: tokio::sync::Mutex::new(EventsState::NotYet),
             }),
         })
     }
@@ -238,20 +238,31 @@ impl RedisBackend {
         )
     }
 
-    async fn events(&self) -> Option<&Events> {
-        self.inner
-            .events
-            .get_or_init(|| async {
-                match Events::connect(self.inner.client.clone()).await {
-                    Ok(events) => Some(events),
-                    Err(error) => {
-                        tracing::warn!(%error, "no pub/sub connection; waiters will poll");
-                        None
-                    }
-                }
-            })
-            .await
-            .as_ref()
+    /// The waiters' pub/sub connection; after a failure to open it, waiters poll and the next
+    /// attempt to open it is made no sooner than 5 s later.
+    async fn events(&self) -> Option<Events> {
+        let mut state = self.inner.events.lock().await;
+        match &*state {
+            EventsState::Open(events) => return Some(events.clone()),
+            EventsState::Failed(at) if at.elapsed() < Duration::from_secs(5) => return None,
+            _ => {}
+        }
+        let connect = Events::connect(self.inner.client.clone());
+        match tokio::time::timeout(CONNECT_TIMEOUT, connect).await {
+            Ok(Ok(events)) => {
+                *state = EventsState::Open(events.clone());
+                Some(events)
+            }
+            failed => {
+                let error = match failed {
+                    Ok(Err(e)) => e.to_string(),
+                    _ => "timed out".to_owned(),
+                };
+                tracing::warn!(%error, "no pub/sub connection; waiters poll");
+                *state = EventsState::Failed(std::time::Instant::now());
+                None
+            }
+        }
     }
 }
 
@@ -341,12 +352,22 @@ impl Backend for RedisBackend {
     }
 }
 
+enum EventsState {
+    NotYet,
+    Open(Events),
+    Failed(std::time::Instant),
+}
+
 /// The waiters' pub/sub connection (RESP3, so that messages arrive as pushes on a connection
 /// manager that reconnects and resubscribes by itself).
 #[derive(Clone)]
 struct Events {
     conn: ConnectionManager,
-    channels: Arc<Mutex<HashMap<String, Channel>>>,
+    channels: Channels,
+    /// SUBSCRIBE and UNSUBSCRIBE run one at a time, so an unsubscribe decided on a channel
+    /// that has no waiter can never overtake the subscribe of a waiter that just arrived.
+    ordering: Arc<tokio::sync::Mutex<()>>,
+    handle: tokio::runtime::Handle,
 }
 
 struct Channel {
@@ -362,13 +383,20 @@ impl Events {
         let dispatch = channels.clone();
         let config = ConnectionManagerConfig::new()
             .set_connection_timeout(Some(Duration::from_secs(2)))
+            .set_response_timeout(Some(Duration::from_secs(2)))
+            .set_number_of_retries(1)
             .set_automatic_resubscription()
             .set_push_sender(move |push: PushInfo| {
                 on_push(&dispatch, push);
                 Ok::<(), std::convert::Infallible>(())
             });
         let conn = ConnectionManager::new_with_config(client, config).await?;
-        Ok(Events { conn, channels })
+        Ok(Events {
+            conn,
+            channels,
+            ordering: Arc::default(),
+            handle: tokio::runtime::Handle::current(),
+        })
     }
 
     async fn subscribe(&self, channel: &str) -> redis::RedisResult<ReleaseWatch> {
@@ -388,6 +416,7 @@ impl Events {
             channel: channel.to_owned(),
         };
         // SUBSCRIBE is idempotent; every waiter sends it so none waits before it is confirmed.
+        let _ordered = self.ordering.lock().await;
         self.conn.clone().subscribe(channel).await?;
         Ok(ReleaseWatch::new(rx, Some(Box::new(unsubscribe))))
     }
@@ -440,20 +469,22 @@ impl Drop for Unsubscribe {
                 None => false,
             }
         };
-        if let (true, Ok(handle)) = (last, tokio::runtime::Handle::try_current()) {
-            let events = self.events.clone();
-            let channel = std::mem::take(&mut self.channel);
-            handle.spawn(async move {
-                let still_unused = !events
-                    .channels
-                    .lock()
-                    .unwrap_or_else(PoisonError::into_inner)
-                    .contains_key(&channel);
-                if still_unused {
-                    let _ = events.conn.clone().unsubscribe(&channel).await;
-                }
-            });
+        if !last {
+            return;
         }
+        let events = self.events.clone();
+        let channel = std::mem::take(&mut self.channel);
+        self.events.handle.spawn(async move {
+            let _ordered = events.ordering.lock().await;
+            let unused = !events
+                .channels
+                .lock()
+                .unwrap_or_else(PoisonError::into_inner)
+                .contains_key(&channel);
+            if unused {
+                let _ = events.conn.clone().unsubscribe(&channel).await;
+            }
+        });
     }
 }
 
