@@ -83,6 +83,139 @@ impl Drop for RedisNamespace {
     }
 }
 
+/// The shared PostgreSQL: `LOCKWISE_POSTGRES_URL`, default
+/// `postgres://postgres@127.0.0.1:5432/test`.
+pub fn postgres_url() -> String {
+    std::env::var("LOCKWISE_POSTGRES_URL")
+        .unwrap_or_else(|_| "postgres://postgres@127.0.0.1:5432/test".into())
+}
+
+/// The shared MariaDB/MySQL: `LOCKWISE_MYSQL_URL`, default `mysql://root@127.0.0.1:3306/test`.
+pub fn mysql_url() -> String {
+    std::env::var("LOCKWISE_MYSQL_URL")
+        .unwrap_or_else(|_| "mysql://root@127.0.0.1:3306/test".into())
+}
+
+/// Runs `sql` statements on a fresh connection to `url` from a thread of its own (usable from
+/// `Drop`, inside or outside a runtime). Panics with a message naming `scripts/services` when
+/// the server does not answer.
+pub fn sql_now(url: &str, sql: &[String]) {
+    let shown = url.to_owned();
+    let url = url.to_owned();
+    let sql = sql.to_vec();
+    let done = thread::spawn(move || -> Result<(), String> {
+        let runtime = tokio::runtime::Builder::new_current_thread()
+            .enable_all()
+            .build()
+            .map_err(|e| e.to_string())?;
+        runtime.block_on(async move {
+            use sqlx::Connection;
+            if url.starts_with("mysql:") {
+                let mut conn = sqlx::MySqlConnection::connect(&url)
+                    .await
+                    .map_err(|e| e.to_string())?;
+                for stmt in sql {
+                    sqlx::raw_sql(sqlx::AssertSqlSafe(stmt))
+                        .execute(&mut conn)
+                        .await
+                        .map_err(|e| e.to_string())?;
+                }
+            } else {
+                let mut conn = sqlx::PgConnection::connect(&url)
+                    .await
+                    .map_err(|e| e.to_string())?;
+                for stmt in sql {
+                    sqlx::raw_sql(sqlx::AssertSqlSafe(stmt))
+                        .execute(&mut conn)
+                        .await
+                        .map_err(|e| e.to_string())?;
+                }
+            }
+            Ok(())
+        })
+    })
+    .join()
+    .unwrap_or_else(|_| Err("the SQL thread panicked".into()));
+    if let Err(e) = done {
+        panic!("SQL on {shown} failed ({e}); is the server up? run scripts/services");
+    }
+}
+
+/// A PostgreSQL schema private to one test (also a namespace for advisory-lock keys); dropped
+/// with everything in it on drop.
+#[derive(Debug)]
+pub struct PgSchema {
+    url: String,
+    name: String,
+}
+
+impl PgSchema {
+    /// A fresh schema name on the shared PostgreSQL (created by whoever uses it first).
+    pub fn new(label: &str) -> Self {
+        let url = postgres_url();
+        let name = format!("lockwise_test_{label}_{:016x}", rand::random::<u64>());
+        sql_now(&url, &["SELECT 1".to_owned()]);
+        PgSchema { url, name }
+    }
+
+    /// The server URL.
+    pub fn url(&self) -> &str {
+        &self.url
+    }
+
+    /// The schema name, also usable as a lock namespace.
+    pub fn name(&self) -> &str {
+        &self.name
+    }
+}
+
+impl Drop for PgSchema {
+    fn drop(&mut self) {
+        let stmt = format!("DROP SCHEMA IF EXISTS \"{}\" CASCADE", self.name);
+        let url = self.url.clone();
+        // Never panic in drop (a test may already be failing).
+        let _ = std::panic::catch_unwind(move || sql_now(&url, &[stmt]));
+    }
+}
+
+/// A MariaDB/MySQL database private to one test, dropped on drop.
+#[derive(Debug)]
+pub struct MysqlDatabase {
+    server: String,
+    name: String,
+}
+
+impl MysqlDatabase {
+    /// Creates a fresh database on the shared server.
+    pub fn new(label: &str) -> Self {
+        let server = mysql_url();
+        let name = format!("lockwise_test_{label}_{:016x}", rand::random::<u64>());
+        sql_now(&server, &[format!("CREATE DATABASE `{name}`")]);
+        MysqlDatabase { server, name }
+    }
+
+    /// The URL of the database.
+    pub fn url(&self) -> String {
+        match self.server.rsplit_once('/') {
+            Some((base, _)) => format!("{base}/{}", self.name),
+            None => format!("{}/{}", self.server, self.name),
+        }
+    }
+
+    /// Its name, also usable as a lock namespace.
+    pub fn name(&self) -> &str {
+        &self.name
+    }
+}
+
+impl Drop for MysqlDatabase {
+    fn drop(&mut self) {
+        let stmt = format!("DROP DATABASE IF EXISTS `{}`", self.name);
+        let url = self.server.clone();
+        let _ = std::panic::catch_unwind(move || sql_now(&url, &[stmt]));
+    }
+}
+
 /// A TCP port that nothing listens on (bound and closed again).
 pub fn closed_port() -> u16 {
     free_port()

@@ -12,7 +12,8 @@ pub type Result<T, E = Error> = std::result::Result<T, E>;
 /// reach an error, a log line or a `Debug` string.
 ///
 /// Which errors are worth retrying: [`Error::Backend`] (see [`Error::is_transient`]). The input
-/// errors never succeed on retry; [`Error::LockLost`] means the protected work must stop.
+/// errors never succeed on retry; [`Error::LockLost`] means the protected work must stop;
+/// [`Error::StaleToken`] means a newer holder has written and this one must give up.
 #[derive(Debug, thiserror::Error)]
 #[non_exhaustive]
 pub enum Error {
@@ -54,6 +55,17 @@ pub enum Error {
     LockLost {
         /// The lock's key.
         key: String,
+    },
+    /// A fenced resource refused a token lower than the highest it has accepted: the holder
+    /// of that token lost its lock and someone newer has written since. Nothing was written.
+    #[error("stale fencing token {presented} for {resource:?} (highest accepted: {})", current.map_or_else(|| "unknown".to_owned(), |c| c.to_string()))]
+    StaleToken {
+        /// The fenced resource.
+        resource: String,
+        /// The token that was refused.
+        presented: crate::FencingToken,
+        /// The highest token the resource had accepted, when known.
+        current: Option<crate::FencingToken>,
     },
     /// [`Locker::acquire`](crate::Locker::acquire) gave up after waiting this long.
     #[error("timed out after {waited:?} waiting for lock {key:?}")]

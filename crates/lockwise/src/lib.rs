@@ -50,6 +50,8 @@ mod guard;
 pub mod lease;
 mod locker;
 mod options;
+#[cfg(feature = "postgres")]
+pub mod postgres;
 pub mod url;
 
 pub use error::{Error, Result};

@@ -47,7 +47,8 @@ impl Locker {
     }
 
     /// Locks on the backend a URL names: `file:///dir`, `redis://host[:port][/db]`,
-    /// `rediss://…`, or `memory:` (one process only).
+    /// `rediss://…`, `postgres://…` (session-scoped advisory locks), `mysql://…` /
+    /// `mariadb://…` (`GET_LOCK`), or `memory:` (one process only).
     pub async fn connect(url: &str) -> Result<Self> {
         Ok(match BackendUrl::parse(url)? {
             BackendUrl::Memory => Locker::new(MemoryBackend::new()),
@@ -56,11 +57,15 @@ impl Locker {
             BackendUrl::Redis(url) => {
                 Locker::new(crate::backend::redis::RedisBackend::connect(&url).await?)
             }
-            #[cfg(not(feature = "redis"))]
-            BackendUrl::Redis(_) => {
-                return Err(Error::config(
-                    "this build of lockwise has no Redis support (feature \"redis\")",
-                ));
+            #[cfg(feature = "postgres")]
+            BackendUrl::Postgres(url) => {
+                Locker::new(crate::backend::postgres::PostgresBackend::connect(&url).await?)
+            }
+            #[allow(unreachable_patterns)]
+            other => {
+                return Err(Error::config(format!(
+                    "this build of lockwise lacks the cargo feature for {other:?}"
+                )));
             }
         })
     }

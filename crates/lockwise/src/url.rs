@@ -14,6 +14,10 @@ pub enum BackendUrl {
     File(PathBuf),
     /// `redis://…` or `rediss://…`.
     Redis(String),
+    /// `postgres://…` or `postgresql://…`: session-scoped advisory locks.
+    Postgres(String),
+    /// `mysql://…` or `mariadb://…`: `GET_LOCK`.
+    Mysql(String),
 }
 
 impl BackendUrl {
@@ -51,14 +55,20 @@ impl BackendUrl {
                 }
                 Ok(BackendUrl::File(path))
             }
-            "redis" | "rediss" => {
+            scheme @ ("redis" | "rediss" | "postgres" | "postgresql" | "mysql" | "mariadb") => {
                 if url.host_str().is_none_or(str::is_empty) {
-                    return Err(Error::config(format!("Redis URL {shown} has no host")));
+                    return Err(Error::config(format!("URL {shown} has no host")));
                 }
-                Ok(BackendUrl::Redis(raw.to_owned()))
+                Ok(match scheme {
+                    "redis" | "rediss" => BackendUrl::Redis(raw.to_owned()),
+                    "postgres" | "postgresql" => BackendUrl::Postgres(raw.to_owned()),
+                    // sqlx knows the scheme as mysql://.
+                    _ => BackendUrl::Mysql(raw.replacen("mariadb://", "mysql://", 1)),
+                })
             }
             other => Err(Error::config(format!(
-                "unknown URL scheme {other:?} in {shown}; expected file://, redis://, rediss:// or memory:"
+                "unknown URL scheme {other:?} in {shown}; expected file://, redis://, rediss://, \
+                 postgres://, mysql:// or memory:"
             ))),
         }
     }

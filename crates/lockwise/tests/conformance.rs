@@ -12,10 +12,12 @@ use std::time::Duration;
 use async_trait::async_trait;
 use lockwise::backend::file::FileBackend;
 use lockwise::backend::memory::MemoryBackend;
+use lockwise::backend::postgres::PostgresBackend;
 use lockwise::backend::redis::RedisBackend;
 use lockwise::backend::{Attempt, Backend, ReleaseWatch};
 use lockwise::{Error, LockOptions, Locker, OwnerToken, Retry};
-use lockwise_testkit::RedisNamespace;
+use lockwise_testkit::{PgSchema, RedisNamespace};
+use sqlx::Connection;
 use tokio::time::{Instant, sleep, timeout};
 
 const MS: Duration = Duration::from_millis(1);
@@ -25,6 +27,8 @@ enum Harness {
     Memory(MemoryBackend),
     File(tempfile::TempDir),
     Redis(RedisNamespace),
+    /// Session-scoped advisory locks; "deleting" a lock terminates its holder's session.
+    Postgres(PgSchema),
 }
 
 impl Harness {
@@ -40,6 +44,19 @@ impl Harness {
         Harness::Redis(RedisNamespace::new("conformance"))
     }
 
+    fn postgres() -> Self {
+        Harness::Postgres(PgSchema::new("conformance"))
+    }
+
+    async fn pg_backend(schema: &PgSchema) -> PostgresBackend {
+        PostgresBackend::builder(schema.url())
+            .schema(schema.name())
+            .namespace(schema.name())
+            .connect()
+            .await
+            .expect("connect to PostgreSQL")
+    }
+
     /// A new client (its own connection, where the backend has connections).
     async fn locker(&self) -> Locker {
         match self {
@@ -52,11 +69,13 @@ impl Harness {
                     .await
                     .expect("connect to Redis"),
             ),
+            Harness::Postgres(schema) => Locker::new(Self::pg_backend(schema).await),
         }
     }
 
-    /// Removes the lock whoever holds it (an operator's `DEL`, a failover that lost the key).
-    fn delete_lock(&self, key: &str) {
+    /// Removes the lock whoever holds it (an operator's `DEL`, a failover that lost the key,
+    /// `pg_terminate_backend` of the holder's session).
+    async fn delete_lock(&self, key: &str) {
         match self {
             Harness::Memory(m) => m.force_delete(key),
             Harness::File(dir) => {
@@ -72,6 +91,27 @@ impl Harness {
                     .query(&mut ns.conn())
                     .expect("DEL");
                 assert_eq!(n, 1, "{name} should have existed");
+            }
+            Harness::Postgres(schema) => {
+                // Only this test's own holder: the server is shared.
+                let (class, half) = Self::pg_backend(schema).await.advisory_key(key);
+                let mut conn = sqlx::PgConnection::connect(schema.url())
+                    .await
+                    .expect("connect");
+                let killed: Vec<bool> = sqlx::query_scalar(
+                    "SELECT pg_terminate_backend(pid) FROM pg_locks WHERE locktype = 'advisory' \
+                     AND granted AND classid = $1::int4::oid AND objid = $2::int4::oid",
+                )
+                .bind(class)
+                .bind(half)
+                .fetch_all(&mut conn)
+                .await
+                .expect("terminate");
+                assert_eq!(
+                    killed,
+                    [true],
+                    "exactly the holder's session was terminated"
+                );
             }
         }
     }
@@ -262,7 +302,7 @@ async fn lost_signal_fires_when_the_lock_is_deleted(h: Harness) {
     let a = h.locker().await;
     let ga = a.try_acquire("k", &ttl(600)).await.unwrap().unwrap();
     let deleted_at = Instant::now();
-    h.delete_lock("k");
+    h.delete_lock("k").await;
     let out = ga.run(sleep(10_000 * MS)).await;
     assert!(matches!(out, Err(Error::LockLost { .. })), "{out:?}");
     // Found at the next renewal (every ttl/3 = 200 ms).
@@ -563,4 +603,4 @@ macro_rules! conformance {
     )*};
 }
 
-conformance!(memory, file, redis);
+conformance!(memory, file, redis, postgres);
