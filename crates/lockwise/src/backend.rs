@@ -15,6 +15,8 @@ use crate::lease::{FencingToken, OwnerToken};
 
 pub mod file;
 pub mod memory;
+#[cfg(feature = "mysql")]
+pub mod mysql;
 #[cfg(feature = "postgres")]
 pub mod postgres;
 #[cfg(feature = "redis")]

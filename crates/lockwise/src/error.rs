@@ -91,6 +91,12 @@ impl Error {
         )
     }
 
+    /// Wraps a database error from sqlx as a backend failure.
+    #[cfg(any(feature = "postgres", feature = "mysql"))]
+    pub fn from_sqlx(e: sqlx::Error) -> Self {
+        Error::backend("sql", format!("database error: {e}"), e)
+    }
+
     pub(crate) fn backend(
         backend: &'static str,
         message: impl Into<String>,

@@ -61,6 +61,10 @@ impl Locker {
             BackendUrl::Postgres(url) => {
                 Locker::new(crate::backend::postgres::PostgresBackend::connect(&url).await?)
             }
+            #[cfg(feature = "mysql")]
+            BackendUrl::Mysql(url) => {
+                Locker::new(crate::backend::mysql::MysqlBackend::connect(&url).await?)
+            }
             #[allow(unreachable_patterns)]
             other => {
                 return Err(Error::config(format!(

@@ -12,11 +12,12 @@ use std::time::Duration;
 use async_trait::async_trait;
 use lockwise::backend::file::FileBackend;
 use lockwise::backend::memory::MemoryBackend;
+use lockwise::backend::mysql::MysqlBackend;
 use lockwise::backend::postgres::PostgresBackend;
 use lockwise::backend::redis::RedisBackend;
 use lockwise::backend::{Attempt, Backend, ReleaseWatch};
 use lockwise::{Error, LockOptions, Locker, OwnerToken, Retry};
-use lockwise_testkit::{PgSchema, RedisNamespace};
+use lockwise_testkit::{MysqlDatabase, PgSchema, RedisNamespace};
 use sqlx::Connection;
 use tokio::time::{Instant, sleep, timeout};
 
@@ -29,6 +30,8 @@ enum Harness {
     Redis(RedisNamespace),
     /// Session-scoped advisory locks; "deleting" a lock terminates its holder's session.
     Postgres(PgSchema),
+    /// `GET_LOCK`; "deleting" a lock kills its holder's session.
+    Mysql(MysqlDatabase),
 }
 
 impl Harness {
@@ -46,6 +49,27 @@ impl Harness {
 
     fn postgres() -> Self {
         Harness::Postgres(PgSchema::new("conformance"))
+    }
+
+    fn mysql() -> Self {
+        Harness::Mysql(MysqlDatabase::new("conformance"))
+    }
+
+    async fn my_backend(db: &MysqlDatabase) -> MysqlBackend {
+        MysqlBackend::builder(db.url())
+            .namespace(db.name())
+            .connect()
+            .await
+            .expect("connect to MariaDB")
+    }
+
+    /// How long the server really keeps a lease of `ttl` without renewal: MySQL's
+    /// `wait_timeout` counts whole seconds, so its leases last up to a second longer.
+    fn server_lease(&self, ttl_ms: u64) -> Duration {
+        match self {
+            Harness::Mysql(_) => Duration::from_secs(ttl_ms.div_ceil(1_000)),
+            _ => Duration::from_millis(ttl_ms),
+        }
     }
 
     async fn pg_backend(schema: &PgSchema) -> PostgresBackend {
@@ -70,6 +94,7 @@ impl Harness {
                     .expect("connect to Redis"),
             ),
             Harness::Postgres(schema) => Locker::new(Self::pg_backend(schema).await),
+            Harness::Mysql(db) => Locker::new(Self::my_backend(db).await),
         }
     }
 
@@ -112,6 +137,23 @@ impl Harness {
                     [true],
                     "exactly the holder's session was terminated"
                 );
+            }
+            Harness::Mysql(db) => {
+                let name = Self::my_backend(db).await.lock_name_of(key);
+                let mut conn = sqlx::MySqlConnection::connect(&db.url())
+                    .await
+                    .expect("connect");
+                let holder: Option<i64> =
+                    sqlx::query_scalar("SELECT CAST(IS_USED_LOCK(?) AS SIGNED)")
+                        .bind(&name)
+                        .fetch_one(&mut conn)
+                        .await
+                        .expect("IS_USED_LOCK");
+                let holder = holder.expect("the lock is held");
+                sqlx::query(sqlx::AssertSqlSafe(format!("KILL {holder}")))
+                    .execute(&mut conn)
+                    .await
+                    .expect("KILL");
             }
         }
     }
@@ -182,7 +224,7 @@ async fn stale_release_leaves_the_new_holders_lock(h: Harness) {
         .await
         .unwrap()
         .unwrap();
-    sleep(300 * MS).await;
+    sleep(h.server_lease(200) + 100 * MS).await;
     let gb = b
         .try_acquire("k", &ttl(5_000))
         .await
@@ -207,7 +249,7 @@ async fn stale_extend_fails(h: Harness) {
         .await
         .unwrap()
         .unwrap();
-    sleep(300 * MS).await;
+    sleep(h.server_lease(200) + 100 * MS).await;
     let err = ga.extend(5_000 * MS).await.unwrap_err();
     assert!(matches!(err, Error::LockLost { .. }), "{err:?}");
     // Extend never re-creates the lock: it is still free.
@@ -243,7 +285,7 @@ async fn fencing_tokens_strictly_increase_across_holders_and_reconnects(h: Harne
         } else {
             // Let it expire instead (no release, no renewal): the next grant must still be higher.
             std::mem::forget(guard);
-            sleep(200 * MS).await;
+            sleep(h.server_lease(150) + 50 * MS).await;
         }
     }
 }
@@ -260,7 +302,7 @@ async fn expiry_is_honoured(h: Harness) {
         b.try_acquire("k", &ttl(5_000)).await.unwrap().is_none(),
         "still within the TTL"
     );
-    sleep(250 * MS).await;
+    sleep(h.server_lease(300) - 100 * MS + 50 * MS).await;
     let gb = b
         .try_acquire("k", &ttl(5_000))
         .await
@@ -550,7 +592,10 @@ async fn a_waiter_returns_when_the_holders_ttl_runs_out(h: Harness) {
         .wait(15_000 * MS);
     let gb = b.acquire("k", &opts).await.expect("acquired after expiry");
     let at = start.elapsed();
-    assert!(at >= 400 * MS && at < 1_000 * MS, "acquired at {at:?}");
+    assert!(
+        at >= 400 * MS && at < h.server_lease(500) + 500 * MS,
+        "acquired at {at:?}"
+    );
     assert!(!ga.release().await.unwrap());
     assert!(gb.release().await.unwrap());
 }
@@ -603,4 +648,4 @@ macro_rules! conformance {
     )*};
 }
 
-conformance!(memory, file, redis, postgres);
+conformance!(memory, file, redis, postgres, mysql);

@@ -143,13 +143,6 @@ pub(crate) async fn connect(options: &PgConnectOptions, shown: &str) -> Result<P
     }
 }
 
-impl Error {
-    /// Wraps a database error from sqlx as a backend failure.
-    pub fn from_sqlx(e: sqlx::Error) -> Self {
-        Error::backend("sql", format!("database error: {e}"), e)
-    }
-}
-
 /// A lock taken with [`Store::lock_xact`]: held until the transaction commits or rolls back.
 #[derive(Debug, Clone)]
 #[must_use = "the lock is held until the transaction ends; use its token"]
