@@ -8,7 +8,10 @@ use std::os::unix::ffi::OsStringExt;
 use std::process::{Child, Command, Output, Stdio};
 use std::time::{Duration, Instant};
 
-use lockwise_testkit::{NotRedis, RedisNamespace, RedisServer, closed_port, unique, wait_for_line};
+use lockwise_testkit::{
+    MysqlDatabase, NotRedis, PgDatabase, RedisNamespace, RedisServer, closed_port, unique,
+    wait_for_line,
+};
 
 const BIN: &str = env!("CARGO_BIN_EXE_lockwise");
 
@@ -16,6 +19,8 @@ const BIN: &str = env!("CARGO_BIN_EXE_lockwise");
 enum Backend {
     File(tempfile::TempDir),
     Redis(RedisNamespace),
+    Postgres(PgDatabase),
+    Mysql(MysqlDatabase),
 }
 
 impl Backend {
@@ -27,18 +32,31 @@ impl Backend {
         Backend::Redis(RedisNamespace::new("cli"))
     }
 
+    fn postgres() -> Self {
+        Backend::Postgres(PgDatabase::new("cli"))
+    }
+
+    fn mysql() -> Self {
+        Backend::Mysql(MysqlDatabase::new("cli"))
+    }
+
     fn url(&self) -> String {
         match self {
             Backend::File(dir) => format!("file://{}", dir.path().display()),
             Backend::Redis(ns) => ns.url().to_owned(),
+            Backend::Postgres(db) => db.url(),
+            Backend::Mysql(db) => db.url(),
         }
     }
 
     /// A key unique to this test (the CLI uses the default `lockwise` prefix on Redis).
     fn key(&self) -> String {
         match self {
-            Backend::File(_) => "job".to_owned(),
             Backend::Redis(ns) => format!("{}-job", ns.prefix()),
+            // Advisory locks and GET_LOCK names are server-wide: make the key unique.
+            Backend::Postgres(db) => format!("{}-job", db.name()),
+            Backend::Mysql(db) => format!("{}-job", db.name()),
+            Backend::File(_) => "job".to_owned(),
         }
     }
 
@@ -55,8 +73,53 @@ impl Backend {
                     .expect("DEL");
                 assert_eq!(n, 1, "the lock key existed");
             }
+            Backend::Postgres(db) => {
+                let (class, half) = lockwise::postgres::advisory_key(key);
+                let killed = psql(
+                    &db.url(),
+                    &format!(
+                        "SELECT pg_terminate_backend(pid) FROM pg_locks WHERE locktype = 'advisory' \
+                         AND granted AND classid = {class}::int4::oid AND objid = {half}::int4::oid"
+                    ),
+                );
+                assert_eq!(killed.trim(), "t", "exactly the holder was terminated");
+            }
+            Backend::Mysql(db) => {
+                let name = lockwise::backend::mysql::lock_name(key);
+                let holder = mariadb(&db.url(), &format!("SELECT IS_USED_LOCK('{name}')"));
+                mariadb(&db.url(), &format!("KILL {}", holder.trim()));
+            }
         }
     }
+}
+
+/// Runs one statement with psql and returns its unaligned output.
+fn psql(url: &str, sql: &str) -> String {
+    let out = Command::new("psql")
+        .args([url, "-tAc", sql])
+        .output()
+        .expect("psql");
+    assert!(
+        out.status.success(),
+        "psql: {}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    String::from_utf8_lossy(&out.stdout).into_owned()
+}
+
+/// Runs one statement with the mariadb client (root over TCP, the test database's server).
+fn mariadb(url: &str, sql: &str) -> String {
+    let db = url.rsplit('/').next().unwrap_or("test");
+    let out = Command::new("mariadb")
+        .args(["-h127.0.0.1", "-uroot", "-N", "-B", db, "-e", sql])
+        .output()
+        .expect("mariadb client");
+    assert!(
+        out.status.success(),
+        "mariadb: {}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    String::from_utf8_lossy(&out.stdout).into_owned()
 }
 
 impl Drop for Backend {
@@ -327,10 +390,40 @@ fn the_command_stops_when_lockwise_dies(b: Backend) {
     );
 }
 
+/// A holder frozen with SIGSTOP past its TTL loses the lock (on the databases through the
+/// server-side session lease), another process acquires it, and the resumed holder finds its
+/// lock lost, stops its command and exits 70.
+fn a_frozen_holder_loses_the_lock_after_its_ttl(b: Backend) {
+    use nix::sys::signal::{Signal, kill};
+    let key = b.key();
+    let script = "trap 'echo got-term; exit 0' TERM; echo started; while true; do sleep 0.05; done";
+    let (mut frozen, mut out) = spawn_holder(&b, &key, &["--ttl", "1s"], script);
+    let pid = nix::unistd::Pid::from_raw(frozen.id() as i32);
+    kill(pid, Signal::SIGSTOP).expect("SIGSTOP");
+    let start = Instant::now();
+    let second = lockwise(&b.url(), &key, &["--wait", "10s"], &["echo", "second"])
+        .output()
+        .expect("run");
+    let waited = start.elapsed();
+    kill(pid, Signal::SIGCONT).expect("SIGCONT");
+    assert_eq!(code(&second), 0, "{second:?}");
+    assert!(
+        waited < Duration::from_secs(4),
+        "acquired {waited:?} after the freeze"
+    );
+    assert!(
+        wait_for_line(&mut out, Duration::from_secs(5), |l| l == "got-term").is_some(),
+        "the resumed holder stopped its command"
+    );
+    assert_eq!(frozen.wait().expect("wait").code(), Some(70));
+}
+
 macro_rules! on_backends {
     ($($case:ident),*) => {
         mod file { use super::*; $(#[test] fn $case() { super::$case(Backend::file()) })* }
         mod redis_backend { use super::*; $(#[test] fn $case() { super::$case(Backend::redis()) })* }
+        mod postgres { use super::*; $(#[test] fn $case() { super::$case(Backend::postgres()) })* }
+        mod mysql { use super::*; $(#[test] fn $case() { super::$case(Backend::mysql()) })* }
     };
 }
 
@@ -342,7 +435,8 @@ on_backends!(
     signals_are_forwarded,
     hangup_is_forwarded_not_fatal,
     the_lock_is_held_until_the_whole_group_exits,
-    the_command_stops_when_lockwise_dies
+    the_command_stops_when_lockwise_dies,
+    a_frozen_holder_loses_the_lock_after_its_ttl
 );
 
 #[test]

@@ -178,6 +178,45 @@ impl Drop for PgSchema {
     }
 }
 
+/// A PostgreSQL database private to one test (for code that uses the default schema), dropped
+/// on drop.
+#[derive(Debug)]
+pub struct PgDatabase {
+    server: String,
+    name: String,
+}
+
+impl PgDatabase {
+    /// Creates a fresh database on the shared server.
+    pub fn new(label: &str) -> Self {
+        let server = postgres_url();
+        let name = format!("lockwise_test_{label}_{:016x}", rand::random::<u64>());
+        sql_now(&server, &[format!("CREATE DATABASE \"{name}\"")]);
+        PgDatabase { server, name }
+    }
+
+    /// The URL of the database.
+    pub fn url(&self) -> String {
+        match self.server.rsplit_once('/') {
+            Some((base, _)) => format!("{base}/{}", self.name),
+            None => format!("{}/{}", self.server, self.name),
+        }
+    }
+
+    /// Its name.
+    pub fn name(&self) -> &str {
+        &self.name
+    }
+}
+
+impl Drop for PgDatabase {
+    fn drop(&mut self) {
+        let stmt = format!("DROP DATABASE IF EXISTS \"{}\" WITH (FORCE)", self.name);
+        let url = self.server.clone();
+        let _ = std::panic::catch_unwind(move || sql_now(&url, &[stmt]));
+    }
+}
+
 /// A MariaDB/MySQL database private to one test, dropped on drop.
 #[derive(Debug)]
 pub struct MysqlDatabase {
