@@ -45,6 +45,7 @@
 //! ```
 
 pub mod backend;
+pub mod election;
 mod error;
 mod guard;
 pub mod lease;
@@ -54,6 +55,7 @@ mod options;
 pub mod postgres;
 pub mod url;
 
+pub use election::{Election, Role};
 pub use error::{Error, Result};
 pub use guard::Guard;
 pub use lease::{FencingToken, MAX_KEY_LEN, MAX_TTL, MIN_TTL, OwnerToken};
