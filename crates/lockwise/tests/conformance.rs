@@ -341,10 +341,20 @@ async fn a_waiter_wakes_on_release_not_by_polling(h: Harness) {
 }
 
 async fn lost_signal_fires_when_the_lock_is_deleted(h: Harness) {
-    let a = h.locker().await;
+    let (a, b) = (h.locker().await, h.locker().await);
     let ga = a.try_acquire("k", &ttl(600)).await.unwrap().unwrap();
     let deleted_at = Instant::now();
     h.delete_lock("k").await;
+    let freed_at = Instant::now();
+    // Another client gets it at once (the server freed it), before the holder even knows.
+    let gb = b
+        .acquire(
+            "k",
+            &ttl(5_000).retry(Retry::linear(10 * MS)).wait(1_000 * MS),
+        )
+        .await
+        .expect("free after the delete");
+    assert!(freed_at.elapsed() < 150 * MS, "{:?}", freed_at.elapsed());
     let out = ga.run(sleep(10_000 * MS)).await;
     assert!(matches!(out, Err(Error::LockLost { .. })), "{out:?}");
     // Found at the next renewal (every ttl/3 = 200 ms).
@@ -354,6 +364,7 @@ async fn lost_signal_fires_when_the_lock_is_deleted(h: Harness) {
         deleted_at.elapsed()
     );
     assert!(!ga.release().await.unwrap());
+    assert!(gb.release().await.unwrap());
 }
 
 async fn lost_signal_fires_when_the_lease_expires(h: Harness) {

@@ -369,3 +369,75 @@ async fn concurrent_first_use_creates_the_schema_once() {
         t.unwrap().expect("migration under an advisory lock");
     }
 }
+
+/// A singleton periodic job: at most once per period across instances — thanks to the lock
+/// usually, and to run_once even when the lock fails to exclude (here: every instance has a
+/// lock service of its own, as after a split brain).
+#[tokio::test]
+async fn a_singleton_job_runs_once_per_period_even_when_the_lock_fails() {
+    use lockwise::postgres::Singleton;
+    let (schema, pool, store) = setup().await;
+    let table = format!("{}.runs", schema.name());
+    sqlx::query(sqlx::AssertSqlSafe(format!(
+        "CREATE TABLE {table} (period bigint)"
+    )))
+    .execute(&pool)
+    .await
+    .unwrap();
+    let period = Duration::from_secs(60);
+    let shared = Locker::connect("memory:").await.unwrap();
+    let at = std::time::SystemTime::now();
+    for (round, separate_locks) in [(0, false), (1, true)] {
+        let at = at + period * round;
+        let ticks = (0..4).map(|_| {
+            let locker = if separate_locks {
+                Locker::new(lockwise::backend::memory::MemoryBackend::new()) // no exclusion at all
+            } else {
+                shared.clone()
+            };
+            let job = Singleton::new(locker, store.clone(), "nightly", period);
+            let table = table.clone();
+            tokio::spawn(async move {
+                job.tick(at, move |tx, p| {
+                    Box::pin(async move {
+                        tokio::time::sleep(Duration::from_millis(30)).await;
+                        sqlx::query(sqlx::AssertSqlSafe(format!(
+                            "INSERT INTO {table} VALUES ($1)"
+                        )))
+                        .bind(p as i64)
+                        .execute(&mut **tx)
+                        .await
+                        .map_err(Error::from_sqlx)
+                    })
+                })
+                .await
+                .unwrap()
+                .map(|once| matches!(once, Once::Done(_)))
+            })
+        });
+        let results: Vec<Option<bool>> = futures_util::future::join_all(ticks)
+            .await
+            .into_iter()
+            .map(Result::unwrap)
+            .collect();
+        assert_eq!(
+            results.iter().filter(|r| **r == Some(true)).count(),
+            1,
+            "{results:?}"
+        );
+        if separate_locks {
+            assert!(
+                results.iter().all(Option::is_some),
+                "every instance got a lock"
+            );
+        }
+    }
+    let runs: Vec<i64> = sqlx::query_scalar(sqlx::AssertSqlSafe(format!(
+        "SELECT period FROM {table} ORDER BY period"
+    )))
+    .fetch_all(&pool)
+    .await
+    .unwrap();
+    assert_eq!(runs.len(), 2, "one run in each of two periods: {runs:?}");
+    assert_eq!(runs[1] - runs[0], 1);
+}

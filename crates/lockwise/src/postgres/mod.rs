@@ -45,6 +45,9 @@ use crate::error::{Error, Result};
 use crate::lease::{FencingToken, validate_key};
 use crate::url::redact_url;
 
+mod singleton;
+pub use singleton::Singleton;
+
 /// The first half of every lockwise advisory-lock key (`'lwk1'` in ASCII), so that other users
 /// of advisory locks in the same database do not collide with lockwise.
 pub const ADVISORY_CLASS: i32 = 0x6C77_6B31;
