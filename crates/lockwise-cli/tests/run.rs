@@ -79,7 +79,7 @@ impl Backend {
                     &db.url(),
                     &format!(
                         "SELECT pg_terminate_backend(pid) FROM pg_locks WHERE locktype = 'advisory' \
-                         AND granted AND classid = {class}::int4::oid AND objid = {half}::int4::oid"
+                         AND granted AND classid = ({class})::int4::oid AND objid = ({half})::int4::oid"
                     ),
                 );
                 assert_eq!(killed.trim(), "t", "exactly the holder was terminated");
