@@ -38,7 +38,8 @@ process left in its group have exited. lockwise writes nothing to stdout.";
 #[derive(Debug, clap::Args)]
 #[command(after_help = EXIT_CODES)]
 pub(crate) struct RunArgs {
-    /// Backend: file:///dir, redis://[:password@]host[:port][/db] or rediss://…
+    /// Backend: file:///dir, redis://[:password@]host[:port][/db], rediss://…,
+    /// postgres://user@host/db (advisory locks) or mysql://user@host/db (GET_LOCK)
     /// [default: a per-user lock directory, $XDG_STATE_HOME/lockwise]
     #[arg(long, env = "LOCKWISE_URL", hide_env_values = true, value_name = "URL")]
     url: Option<String>,
@@ -187,7 +188,7 @@ async fn locker(url: Option<&str>) -> Result<Locker, Failure> {
     Ok(match parsed {
         BackendUrl::Memory => {
             return Err(Failure::usage(
-                "memory: cannot exclude two processes; use file:///dir or redis://host",
+                "memory: cannot exclude two processes; use file:///dir, redis://, postgres:// or mysql://",
             ));
         }
         BackendUrl::File(dir) => Locker::new(FileBackend::open(dir)?),
