@@ -584,6 +584,23 @@ fn backend_failures_exit_69_within_5s_without_the_password() {
         format!("rediss://:{secret}@127.0.0.1:{}/", not_redis.port()),
         format!("rediss://:{secret}@127.0.0.1:{}/", auth.port()), // TLS to a plain server
         "file:///proc/lockwise-cannot-create-this".to_owned(),
+        format!(
+            "postgres://postgres:{secret}@127.0.0.1:{}/test",
+            closed_port()
+        ),
+        format!(
+            "postgres://postgres:{secret}@127.0.0.1:{}/test",
+            not_redis.port()
+        ),
+        format!(
+            "postgres://postgres:{secret}@127.0.0.1:{}/test",
+            silent.port()
+        ),
+        format!("mysql://root:{secret}@127.0.0.1:{}/test", closed_port()),
+        format!("mysql://root:{secret}@127.0.0.1:{}/test", not_redis.port()),
+        format!("mysql://root:{secret}@127.0.0.1:{}/test", silent.port()),
+        format!("mysql://nobody:{secret}@127.0.0.1:3306/test"), // refused login
+        format!("postgres://postgres:{secret}@127.0.0.1:5432/no_such_database"),
     ];
     for url in urls {
         let (code, stderr, secs) = raw(args(&["run", "--url", &url, "--key", "k", "--", "true"]));

@@ -104,7 +104,19 @@ impl Schema {
     }
 
     /// Creates the schema's objects if missing; safe when several processes do it at once.
+    /// When they all exist already (the usual case) this is one read-only query.
     pub(crate) async fn migrate(&self, conn: &mut PgConnection) -> Result<()> {
+        let present: bool = sqlx::query_scalar(self.sql(
+            "SELECT to_regclass('{schema}.once') IS NOT NULL \
+               AND to_regclass('{schema}.fence_seq') IS NOT NULL \
+               AND to_regprocedure('{schema}.fence(text, bigint)') IS NOT NULL",
+        ))
+        .fetch_one(&mut *conn)
+        .await
+        .map_err(Error::from_sqlx)?;
+        if present {
+            return Ok(());
+        }
         let mut tx = conn.begin().await.map_err(Error::from_sqlx)?;
         sqlx::query("SELECT pg_advisory_xact_lock($1, 0)")
             .bind(ADVISORY_CLASS)
