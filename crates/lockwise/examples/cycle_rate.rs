@@ -12,7 +12,7 @@ use std::time::{Duration, Instant};
 use lockwise::{LockOptions, Locker};
 
 #[tokio::main]
-async fn main() -> lockwise::Result<()> {
+async fn main() -> Result<(), Box<dyn std::error::Error>> {
     let dir = std::env::temp_dir().join(format!("lockwise-cycle-rate-{}", std::process::id()));
     let env =
         |name: &str, default: &str| std::env::var(name).unwrap_or_else(|_| default.to_owned());
@@ -35,17 +35,14 @@ async fn main() -> lockwise::Result<()> {
     for url in &urls {
         let locker = Locker::connect(url).await?;
         for _ in 0..50 {
-            locker
-                .try_acquire(&key, &opts)
-                .await?
-                .expect("free")
-                .release()
-                .await?;
+            let guard = locker.try_acquire(&key, &opts).await?;
+            guard.ok_or("the key is held elsewhere")?.release().await?;
         }
         let start = Instant::now();
         let mut cycles = 0u32;
         while start.elapsed() < Duration::from_secs(2) {
-            let guard = locker.try_acquire(&key, &opts).await?.expect("free");
+            let guard = locker.try_acquire(&key, &opts).await?;
+            let guard = guard.ok_or("the key is held elsewhere")?;
             guard.release().await?;
             cycles += 1;
         }

@@ -15,7 +15,7 @@ use lockwise::{Error, LockOptions, Locker};
 use sqlx::postgres::PgPoolOptions;
 
 #[tokio::main]
-async fn main() -> Result<(), Error> {
+async fn main() -> Result<(), Box<dyn std::error::Error>> {
     let url = std::env::var("LOCKWISE_POSTGRES_URL")
         .unwrap_or_else(|_| "postgres://postgres@127.0.0.1:5432/test".into());
     let schema = &format!("lockwise_example_{}", std::process::id());
@@ -33,10 +33,16 @@ async fn main() -> Result<(), Error> {
     let opts = LockOptions::ttl(Duration::from_secs(10));
 
     // Two grants of one lock, one after the other: the second has the larger token.
-    let first = locker.try_acquire("report-42", &opts).await?.expect("free");
+    let first = locker
+        .try_acquire("report-42", &opts)
+        .await?
+        .ok_or("held elsewhere")?;
     let older = first.token();
     first.release().await?;
-    let second = locker.try_acquire("report-42", &opts).await?.expect("free");
+    let second = locker
+        .try_acquire("report-42", &opts)
+        .await?
+        .ok_or("held elsewhere")?;
     let newer = second.token();
 
     // The newer holder writes first …
@@ -51,7 +57,7 @@ async fn main() -> Result<(), Error> {
         }) => {
             println!("stale write refused: token {presented}, resource at {current:?}")
         }
-        other => panic!("expected StaleToken, got {other:?}"),
+        other => return Err(format!("expected StaleToken, got {other:?}").into()),
     }
     drop(tx); // aborted by the server anyway
     second.release().await?;
