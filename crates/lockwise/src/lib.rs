@@ -53,6 +53,8 @@ mod locker;
 mod options;
 #[cfg(feature = "postgres")]
 pub mod postgres;
+#[cfg(feature = "postgres")]
+pub mod queue;
 pub mod url;
 
 pub use election::{Election, Role};

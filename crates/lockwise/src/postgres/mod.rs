@@ -81,6 +81,13 @@ pub(crate) struct Schema {
 }
 
 impl Schema {
+    /// The default schema, `lockwise`.
+    pub(crate) fn default_schema() -> Self {
+        Schema {
+            quoted: format!("\"{DEFAULT_SCHEMA}\""),
+        }
+    }
+
     pub(crate) fn new(name: &str) -> Result<Self> {
         let valid = !name.is_empty()
             && name.len() <= 63
@@ -202,9 +209,7 @@ impl Store {
     pub fn new(pool: PgPool) -> Self {
         Store {
             pool,
-            schema: Arc::new(Schema {
-                quoted: format!("\"{DEFAULT_SCHEMA}\""),
-            }),
+            schema: Arc::new(Schema::default_schema()),
             ready: Arc::default(),
         }
     }
