@@ -1,7 +1,9 @@
 //! `lockwise`: run a command under a distributed lock.
 
+mod child;
 mod duration;
 mod exit;
+mod queue;
 mod run;
 
 use std::ffi::OsString;
@@ -36,6 +38,10 @@ struct Cli {
 #[derive(Debug, Subcommand)]
 enum Command {
     Run(run::RunArgs),
+    Queue(queue::QueueArgs),
+    /// Internal: runs a queue handler so that its process tree dies with the worker
+    #[command(hide = true)]
+    Supervise(queue::SuperviseArgs),
 }
 
 fn main() -> ExitCode {
@@ -65,6 +71,8 @@ fn main() -> ExitCode {
     let code = runtime.block_on(async {
         match cli.command {
             Command::Run(args) => run::run(args).await,
+            Command::Queue(args) => queue::run(args).await,
+            Command::Supervise(args) => queue::supervise(args).await,
         }
     });
     // Do not wait for background tasks (a best-effort release already finished or timed out).

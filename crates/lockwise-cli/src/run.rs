@@ -209,27 +209,8 @@ fn spawn(command: &[OsString], key: &str, guard: &Guard) -> io::Result<Child> {
         .env_remove("LOCKWISE_URL")
         // Its own process group, so that the whole tree can be signalled.
         .process_group(0);
-    stop_with_parent(&mut command);
+    crate::child::stop_with_parent(&mut command);
     command.spawn()
-}
-
-/// If lockwise itself dies (SIGKILL, a crash), the lock is no longer renewed: the kernel then
-/// sends the command SIGTERM.
-#[allow(unsafe_code)]
-fn stop_with_parent(command: &mut Command) {
-    let parent = nix::unistd::getpid();
-    // SAFETY: the closure runs in the forked child before exec and only makes the
-    // async-signal-safe system calls prctl, getppid and kill.
-    unsafe {
-        command.pre_exec(move || {
-            nix::sys::prctl::set_pdeathsig(Signal::SIGTERM).map_err(io::Error::from)?;
-            if nix::unistd::getppid() != parent {
-                // lockwise died between fork and prctl.
-                let _ = nix::sys::signal::kill(nix::unistd::getpid(), Signal::SIGTERM);
-            }
-            Ok(())
-        });
-    }
 }
 
 enum Outcome {
@@ -359,7 +340,7 @@ async fn release(guard: Guard) {
     }
 }
 
-fn exit_code(status: ExitStatus) -> u8 {
+pub(crate) fn exit_code(status: ExitStatus) -> u8 {
     use std::os::unix::process::ExitStatusExt;
     match (status.code(), status.signal()) {
         (Some(code), _) => u8::try_from(code & 0xff).unwrap_or(1),

@@ -563,6 +563,20 @@ impl Queue {
         self.delete_finished("dead", older_than).await
     }
 
+    /// Deletes dead letters of *every* queue in the schema that died more than `older_than` ago.
+    pub async fn purge_dead_everywhere(&self, older_than: Duration) -> Result<u64> {
+        self.migrate().await?;
+        let deleted = sqlx::query(self.sql.sql(
+            "DELETE FROM {schema}.jobs WHERE state = 'dead' \
+               AND finished_at < now() - make_interval(secs => $1)",
+        ))
+        .bind(secs(older_than))
+        .execute(&self.pool)
+        .await
+        .map_err(db)?;
+        Ok(deleted.rows_affected())
+    }
+
     /// Retention: deletes jobs of this queue done more than `older_than` ago.
     pub async fn prune_done(&self, older_than: Duration) -> Result<u64> {
         self.delete_finished("done", older_than).await

@@ -1,0 +1,458 @@
+//! `lockwise queue`: the PostgreSQL job queue from the command line.
+
+use std::ffi::OsString;
+use std::io;
+use std::process::Stdio;
+use std::sync::Arc;
+use std::time::Duration;
+
+use lockwise::queue::{Job, JobContext, JobId, Queue, Worker};
+use lockwise::url::BackendUrl;
+use nix::sys::signal::{Signal, killpg};
+use nix::unistd::Pid;
+use sqlx::postgres::PgPoolOptions;
+use tokio::io::{AsyncReadExt, AsyncWriteExt};
+use tokio::process::Command;
+use tokio::signal::unix::{SignalKind, signal};
+use tokio_util::sync::CancellationToken;
+
+use crate::{duration, exit};
+
+/// Work with a PostgreSQL job queue (FOR UPDATE SKIP LOCKED)
+#[derive(Debug, clap::Args)]
+pub(crate) struct QueueArgs {
+    #[command(subcommand)]
+    command: QueueCommand,
+}
+
+#[derive(Debug, clap::Subcommand)]
+enum QueueCommand {
+    /// Create or upgrade the queue's tables
+    Migrate(Conn),
+    /// Add a job; prints its id (an existing job's id for a duplicate --key)
+    Enqueue(EnqueueArgs),
+    /// Run CMD once per job: payload on stdin, LOCKWISE_JOB_ID, LOCKWISE_JOB_ATTEMPT and
+    /// LOCKWISE_QUEUE in the environment; exit 0 = done, anything else = failed
+    Work(WorkArgs),
+    /// Count jobs by state
+    Stats(StatsArgs),
+    /// List dead letters
+    Dead(DeadArgs),
+    /// Send a dead job back to pending with a fresh budget of attempts
+    Retry(RetryArgs),
+    /// Delete dead letters older than a duration
+    Purge(PurgeArgs),
+}
+
+#[derive(Debug, clap::Args)]
+struct Conn {
+    /// PostgreSQL URL (postgres://user@host/db)
+    #[arg(long, env = "LOCKWISE_URL", hide_env_values = true, value_name = "URL")]
+    url: String,
+    /// The schema of the queue's tables
+    #[arg(long, default_value = "lockwise", value_name = "NAME")]
+    schema: String,
+}
+
+#[derive(Debug, clap::Args)]
+struct EnqueueArgs {
+    #[command(flatten)]
+    conn: Conn,
+    /// The queue's name
+    #[arg(long, value_name = "Q")]
+    queue: String,
+    /// The job's payload, JSON
+    #[arg(long, value_name = "JSON")]
+    payload: String,
+    /// Idempotency key
+    #[arg(long, value_name = "K")]
+    key: Option<String>,
+    /// Lower runs first
+    #[arg(
+        long,
+        default_value_t = 0,
+        allow_negative_numbers = true,
+        value_name = "P"
+    )]
+    priority: i16,
+    /// Run no earlier than this from now
+    #[arg(long, value_parser = duration::parse, value_name = "DURATION")]
+    delay: Option<Duration>,
+    /// Attempts before the job is dead
+    #[arg(long, default_value_t = 5, value_parser = clap::value_parser!(u16).range(1..), value_name = "N")]
+    max_attempts: u16,
+}
+
+#[derive(Debug, clap::Args)]
+struct WorkArgs {
+    #[command(flatten)]
+    conn: Conn,
+    /// The queue's name
+    #[arg(long, value_name = "Q")]
+    queue: String,
+    /// Jobs run at once
+    #[arg(long, default_value_t = 4, value_parser = clap::value_parser!(u16).range(1..), value_name = "N")]
+    concurrency: u16,
+    /// Jobs claimed per statement
+    #[arg(long, default_value_t = 10, value_parser = clap::value_parser!(u16).range(1..), value_name = "N")]
+    batch: u16,
+    /// Lease of a claimed job, renewed while it runs
+    #[arg(long, default_value = "30s", value_parser = duration::parse, value_name = "DURATION")]
+    lease: Duration,
+    /// Fail a job that runs longer than this
+    #[arg(long, value_parser = duration::parse, value_name = "DURATION")]
+    timeout: Option<Duration>,
+    /// After SIGTERM/SIGINT, how long running jobs may finish before they are handed back
+    #[arg(long, default_value = "30s", value_parser = duration::parse, value_name = "DURATION")]
+    grace: Duration,
+    /// The handler and its arguments
+    #[arg(last = true, required = true, value_name = "CMD")]
+    command: Vec<OsString>,
+}
+
+#[derive(Debug, clap::Args)]
+struct StatsArgs {
+    #[command(flatten)]
+    conn: Conn,
+    /// The queue's name
+    #[arg(long, value_name = "Q")]
+    queue: String,
+    /// One JSON object on stdout
+    #[arg(long)]
+    json: bool,
+}
+
+#[derive(Debug, clap::Args)]
+struct DeadArgs {
+    #[command(flatten)]
+    conn: Conn,
+    /// The queue's name
+    #[arg(long, value_name = "Q")]
+    queue: String,
+    /// At most this many
+    #[arg(long, default_value_t = 100, value_name = "N")]
+    limit: i64,
+    /// JSON lines on stdout
+    #[arg(long)]
+    json: bool,
+}
+
+#[derive(Debug, clap::Args)]
+struct RetryArgs {
+    #[command(flatten)]
+    conn: Conn,
+    /// The dead job's id
+    #[arg(value_name = "JOB_ID")]
+    id: i64,
+}
+
+#[derive(Debug, clap::Args)]
+struct PurgeArgs {
+    #[command(flatten)]
+    conn: Conn,
+    /// Only this queue [default: every queue of the schema]
+    #[arg(long, value_name = "Q")]
+    queue: Option<String>,
+    /// Delete dead letters that died longer ago than this
+    #[arg(long, value_parser = duration::parse, value_name = "DURATION")]
+    older_than: Duration,
+}
+
+struct Failure {
+    code: u8,
+    message: String,
+}
+
+impl From<lockwise::Error> for Failure {
+    fn from(e: lockwise::Error) -> Self {
+        Failure {
+            code: exit::for_error(&e),
+            message: e.to_string(),
+        }
+    }
+}
+
+fn usage(message: impl Into<String>) -> Failure {
+    Failure {
+        code: exit::USAGE,
+        message: message.into(),
+    }
+}
+
+pub(crate) async fn run(args: QueueArgs) -> u8 {
+    match dispatch(args.command).await {
+        Ok(code) => code,
+        Err(Failure { code, message }) => {
+            eprintln!("lockwise: {message}");
+            code
+        }
+    }
+}
+
+async fn open(conn: &Conn, queue: &str, connections: u32) -> Result<Queue, Failure> {
+    let url = match BackendUrl::parse(&conn.url)? {
+        BackendUrl::Postgres(url) => url,
+        _ => return Err(usage("the queue needs a postgres:// URL")),
+    };
+    let shown = lockwise::url::redact_url(&url);
+    let pool = tokio::time::timeout(
+        Duration::from_secs(5),
+        PgPoolOptions::new()
+            .max_connections(connections)
+            .acquire_timeout(Duration::from_secs(3))
+            .connect(&url),
+    )
+    .await
+    .map_err(|_| Failure {
+        code: exit::BACKEND,
+        message: format!("no answer from {shown} within 5s"),
+    })?
+    .map_err(|e| Failure {
+        code: exit::BACKEND,
+        message: format!("cannot connect to {shown}: {e}"),
+    })?;
+    let queue = Queue::with_schema(pool, &conn.schema, queue)?;
+    queue.migrate().await?;
+    Ok(queue)
+}
+
+async fn dispatch(command: QueueCommand) -> Result<u8, Failure> {
+    match command {
+        QueueCommand::Migrate(conn) => {
+            open(&conn, "", 1).await?;
+            eprintln!("lockwise: schema {} is up to date", conn.schema);
+        }
+        QueueCommand::Enqueue(a) => {
+            let payload: serde_json::Value = serde_json::from_str(&a.payload)
+                .map_err(|e| usage(format!("--payload is not JSON: {e}")))?;
+            let queue = open(&a.conn, &a.queue, 1).await?;
+            let mut job = Job::new(payload)
+                .priority(a.priority)
+                .max_attempts(a.max_attempts);
+            if let Some(key) = a.key {
+                job = job.key(key);
+            }
+            if let Some(delay) = a.delay {
+                job = job.delay(delay);
+            }
+            println!("{}", queue.enqueue(job).await?);
+        }
+        QueueCommand::Stats(a) => {
+            let s = open(&a.conn, &a.queue, 1).await?.stats().await?;
+            if a.json {
+                println!(
+                    "{}",
+                    serde_json::json!({
+                        "queue": a.queue, "pending": s.pending, "scheduled": s.scheduled,
+                        "running": s.running, "done": s.done, "dead": s.dead,
+                    })
+                );
+            } else {
+                println!(
+                    "pending {}  (scheduled {})\nrunning {}\ndone    {}\ndead    {}",
+                    s.pending, s.scheduled, s.running, s.done, s.dead
+                );
+            }
+        }
+        QueueCommand::Dead(a) => {
+            for job in open(&a.conn, &a.queue, 1).await?.dead(a.limit).await? {
+                if a.json {
+                    println!(
+                        "{}",
+                        serde_json::json!({
+                            "id": job.id.to_string(), "payload": job.payload, "attempts": job.attempts,
+                            "last_error": job.last_error, "errors": job.errors,
+                        })
+                    );
+                } else {
+                    println!(
+                        "{}\tattempts {}\t{}",
+                        job.id,
+                        job.attempts,
+                        job.last_error.unwrap_or_default().replace('\n', " ")
+                    );
+                }
+            }
+        }
+        QueueCommand::Retry(a) => {
+            let queue = open(&a.conn, "", 1).await?;
+            if !queue.retry(JobId(a.id)).await? {
+                eprintln!("lockwise: job {} is not a dead job", a.id);
+                return Ok(1);
+            }
+        }
+        QueueCommand::Purge(a) => {
+            let queue = open(&a.conn, a.queue.as_deref().unwrap_or(""), 1).await?;
+            let purged = match a.queue {
+                Some(_) => queue.purge_dead(a.older_than).await?,
+                None => queue.purge_dead_everywhere(a.older_than).await?,
+            };
+            eprintln!("lockwise: purged {purged} dead jobs");
+        }
+        QueueCommand::Work(a) => return work(a).await,
+    }
+    Ok(0)
+}
+
+async fn work(a: WorkArgs) -> Result<u8, Failure> {
+    let queue = open(&a.conn, &a.queue, u32::from(a.concurrency) + 4).await?;
+    let mut worker = Worker::new(queue)
+        .concurrency(usize::from(a.concurrency))
+        .batch(usize::from(a.batch))
+        .lease(a.lease)
+        .grace(a.grace);
+    if let Some(limit) = a.timeout {
+        worker = worker.timeout(limit);
+    }
+    let shutdown = CancellationToken::new();
+    let (mut term, mut int) = match (
+        signal(SignalKind::terminate()),
+        signal(SignalKind::interrupt()),
+    ) {
+        (Ok(t), Ok(i)) => (t, i),
+        (Err(e), _) | (_, Err(e)) => {
+            return Err(Failure {
+                code: exit::BACKEND,
+                message: format!("cannot install signal handlers: {e}"),
+            });
+        }
+    };
+    let stop = shutdown.clone();
+    tokio::spawn(async move {
+        tokio::select! {
+            _ = term.recv() => {}
+            _ = int.recv() => {}
+        }
+        eprintln!("lockwise: shutting down: no new jobs, running ones get the grace period");
+        stop.cancel();
+    });
+    let command = Arc::new(a.command);
+    let report = worker
+        .run(
+            move |job| {
+                let command = command.clone();
+                async move { handle(&command, job).await }
+            },
+            shutdown,
+        )
+        .await?;
+    eprintln!(
+        "lockwise: worker stopped: {} done, {} failed, {} handed back",
+        report.done, report.failed, report.handed_back
+    );
+    Ok(0)
+}
+
+/// Kills a handler's whole process group when dropped (the handler finished, timed out or
+/// was stopped at shutdown).
+struct Group(Option<Pid>);
+
+impl Drop for Group {
+    fn drop(&mut self) {
+        if let Some(group) = self.0 {
+            let _ = killpg(group, Signal::SIGKILL);
+        }
+    }
+}
+
+/// Runs the handler command for one job, through `lockwise supervise` so that its whole
+/// process tree dies with this worker.
+async fn handle(command: &[OsString], job: JobContext) -> Result<(), String> {
+    const TAIL: usize = 4096;
+    let exe = std::env::current_exe().map_err(|e| format!("cannot find lockwise: {e}"))?;
+    let mut cmd = Command::new(exe);
+    cmd.arg("supervise")
+        .arg("--")
+        .args(command)
+        .env("LOCKWISE_JOB_ID", job.id.to_string())
+        .env("LOCKWISE_JOB_ATTEMPT", job.attempt.to_string())
+        .env("LOCKWISE_QUEUE", &job.queue)
+        .env_remove("LOCKWISE_URL")
+        .stdin(Stdio::piped())
+        .stderr(Stdio::piped())
+        .process_group(0);
+    crate::child::stop_with_parent(&mut cmd);
+    let mut child = cmd
+        .spawn()
+        .map_err(|e| format!("cannot start the handler: {e}"))?;
+    let _group = Group(
+        child
+            .id()
+            .and_then(|id| i32::try_from(id).ok())
+            .map(Pid::from_raw),
+    );
+    if let Some(mut stdin) = child.stdin.take() {
+        let payload = job.payload.to_string();
+        // A handler that does not read its stdin is fine.
+        let _ = stdin.write_all(payload.as_bytes()).await;
+    }
+    let mut tail = Vec::new();
+    if let Some(mut stderr) = child.stderr.take() {
+        let mut buf = [0u8; 4096];
+        loop {
+            match stderr.read(&mut buf).await {
+                Ok(0) | Err(_) => break,
+                Ok(n) => {
+                    let _ = tokio::io::stderr().write_all(&buf[..n]).await;
+                    tail.extend_from_slice(&buf[..n]);
+                    if tail.len() > TAIL {
+                        tail.drain(..tail.len() - TAIL);
+                    }
+                }
+            }
+        }
+    }
+    let status = child
+        .wait()
+        .await
+        .map_err(|e| format!("lost the handler: {e}"))?;
+    if status.success() {
+        return Ok(());
+    }
+    let tail = String::from_utf8_lossy(&tail);
+    Err(format!(
+        "handler exited with {}: {}",
+        status
+            .code()
+            .map_or_else(|| "a signal".to_owned(), |c| c.to_string()),
+        tail.trim()
+    ))
+}
+
+/// `lockwise supervise -- CMD`: runs CMD in this process's group and, when told to stop
+/// (SIGTERM, e.g. because the worker died), kills the whole group. Internal to `queue work`.
+#[derive(Debug, clap::Args)]
+pub(crate) struct SuperviseArgs {
+    #[arg(last = true, required = true)]
+    command: Vec<OsString>,
+}
+
+pub(crate) async fn supervise(args: SuperviseArgs) -> u8 {
+    let Ok(mut term) = signal(SignalKind::terminate()) else {
+        return exit::BACKEND;
+    };
+    let (program, rest) = match args.command.split_first() {
+        Some(split) => split,
+        None => return exit::USAGE,
+    };
+    let mut child = match Command::new(program).args(rest).spawn() {
+        Ok(child) => child,
+        Err(e) => {
+            eprintln!("lockwise: cannot run {}: {e}", program.to_string_lossy());
+            return match e.kind() {
+                io::ErrorKind::NotFound => exit::NOT_FOUND,
+                _ => exit::CANNOT_EXECUTE,
+            };
+        }
+    };
+    tokio::select! {
+        status = child.wait() => match status {
+            Ok(status) => crate::run::exit_code(status),
+            Err(_) => exit::BACKEND,
+        },
+        _ = term.recv() => {
+            let _ = killpg(nix::unistd::getpgrp(), Signal::SIGKILL);
+            128 + Signal::SIGTERM as u8
+        }
+    }
+}

@@ -1,0 +1,258 @@
+//! `lockwise queue` across real processes. Every test works in a schema of its own.
+
+#![allow(clippy::unwrap_used, clippy::expect_used)]
+
+use std::process::{Command, Output, Stdio};
+use std::time::{Duration, Instant};
+
+use lockwise_testkit::{PgSchema, closed_port};
+
+const BIN: &str = env!("CARGO_BIN_EXE_lockwise");
+
+fn queue(schema: &PgSchema, sub: &str, args: &[&str]) -> Command {
+    let mut c = Command::new(BIN);
+    c.args([
+        "queue",
+        sub,
+        "--url",
+        schema.url(),
+        "--schema",
+        schema.name(),
+    ])
+    .args(args)
+    .env_remove("LOCKWISE_URL");
+    c
+}
+
+fn ok(out: Output) -> String {
+    assert!(out.status.success(), "{out:?}");
+    String::from_utf8(out.stdout).unwrap()
+}
+
+fn stats(schema: &PgSchema) -> serde_json::Value {
+    let out = ok(queue(schema, "stats", &["--queue", "q", "--json"])
+        .output()
+        .unwrap());
+    serde_json::from_str(out.trim()).unwrap()
+}
+
+fn wait_for(what: &str, limit: Duration, mut pred: impl FnMut() -> bool) {
+    let until = Instant::now() + limit;
+    while !pred() {
+        assert!(Instant::now() < until, "timed out waiting for {what}");
+        std::thread::sleep(Duration::from_millis(50));
+    }
+}
+
+#[test]
+fn enqueue_prints_the_id_the_handler_sees() {
+    let s = PgSchema::new("qcli");
+    let id = ok(queue(
+        &s,
+        "enqueue",
+        &[
+            "--queue",
+            "q",
+            "--payload",
+            r#"{"to":"a@b.c"}"#,
+            "--key",
+            "k1",
+        ],
+    )
+    .output()
+    .unwrap());
+    let id = id.trim().to_owned();
+    assert!(id.parse::<i64>().is_ok(), "only the id on stdout: {id:?}");
+    let again = ok(queue(
+        &s,
+        "enqueue",
+        &["--queue", "q", "--payload", "{}", "--key", "k1"],
+    )
+    .output()
+    .unwrap());
+    assert_eq!(
+        again.trim(),
+        id,
+        "a duplicate key prints the existing job's id"
+    );
+    let st = stats(&s);
+    assert_eq!(
+        (
+            st["pending"].as_i64(),
+            st["running"].as_i64(),
+            st["done"].as_i64(),
+            st["dead"].as_i64()
+        ),
+        (Some(1), Some(0), Some(0), Some(0))
+    );
+
+    let dir = tempfile::tempdir().unwrap();
+    let seen = dir.path().join("seen");
+    let script = format!(
+        "echo \"$LOCKWISE_JOB_ID $LOCKWISE_JOB_ATTEMPT $LOCKWISE_QUEUE $(cat)\" > {}",
+        seen.display()
+    );
+    let mut worker = queue(&s, "work", &["--queue", "q", "--", "sh", "-c", &script])
+        .stderr(Stdio::null())
+        .spawn()
+        .unwrap();
+    wait_for("the job to be done", Duration::from_secs(20), || {
+        stats(&s)["done"] == 1
+    });
+    nix::sys::signal::kill(
+        nix::unistd::Pid::from_raw(worker.id() as i32),
+        nix::sys::signal::Signal::SIGTERM,
+    )
+    .unwrap();
+    assert!(
+        worker.wait().unwrap().success(),
+        "SIGTERM is a graceful shutdown"
+    );
+    let line = std::fs::read_to_string(&seen).unwrap();
+    assert_eq!(line.trim(), format!("{id} 1 q {{\"to\":\"a@b.c\"}}"));
+}
+
+#[test]
+fn a_failing_handler_stores_its_stderr_and_dies_after_max_attempts() {
+    let s = PgSchema::new("qfail");
+    let id = ok(queue(
+        &s,
+        "enqueue",
+        &["--queue", "q", "--payload", "{}", "--max-attempts", "1"],
+    )
+    .output()
+    .unwrap());
+    let mut worker = queue(
+        &s,
+        "work",
+        &[
+            "--queue",
+            "q",
+            "--",
+            "sh",
+            "-c",
+            "echo something broke >&2; exit 3",
+        ],
+    )
+    .stderr(Stdio::null())
+    .spawn()
+    .unwrap();
+    wait_for("the job to die", Duration::from_secs(20), || {
+        stats(&s)["dead"] == 1
+    });
+    worker.kill().unwrap();
+    worker.wait().unwrap();
+    let dead = ok(queue(&s, "dead", &["--queue", "q", "--json"])
+        .output()
+        .unwrap());
+    let dead: serde_json::Value = serde_json::from_str(dead.lines().next().unwrap()).unwrap();
+    assert_eq!(dead["id"], id.trim());
+    assert_eq!(dead["attempts"], 1);
+    let error = dead["last_error"].as_str().unwrap();
+    assert!(
+        error.contains("exited with 3") && error.contains("something broke"),
+        "{error}"
+    );
+    // Retry gives it back with a fresh budget; purge deletes dead letters.
+    ok(queue(&s, "retry", &[id.trim()]).output().unwrap());
+    assert_eq!(stats(&s)["pending"], 1);
+    let not_dead = queue(&s, "retry", &[id.trim()]).output().unwrap();
+    assert_eq!(not_dead.status.code(), Some(1));
+}
+
+/// A worker process killed with SIGKILL mid-job: its handler's tree dies with it, the reaper
+/// of another worker rescues the job after the lease, and the job is done once in effect.
+#[test]
+fn a_killed_worker_s_job_is_rescued_and_done_once() {
+    let s = PgSchema::new("qkill");
+    ok(queue(&s, "enqueue", &["--queue", "q", "--payload", "{}"])
+        .output()
+        .unwrap());
+    let dir = tempfile::tempdir().unwrap();
+    let pids = dir.path().join("pids");
+    let effects = dir.path().join("effects");
+    // Attempt 1 hangs (in a grandchild); later attempts do the effect.
+    let script = format!(
+        "if [ \"$LOCKWISE_JOB_ATTEMPT\" = 1 ]; then sleep 600 & echo $! >> {pids}; wait; fi; \
+         echo \"$LOCKWISE_JOB_ID\" >> {effects}",
+        pids = pids.display(),
+        effects = effects.display()
+    );
+    let args = ["--queue", "q", "--lease", "1s", "--", "sh", "-c", &script];
+    let mut first = queue(&s, "work", &args)
+        .stderr(Stdio::null())
+        .spawn()
+        .unwrap();
+    wait_for(
+        "the first worker to start the job",
+        Duration::from_secs(20),
+        || pids.exists(),
+    );
+    let sleeper: i32 = std::fs::read_to_string(&pids)
+        .unwrap()
+        .trim()
+        .parse()
+        .unwrap();
+    first.kill().unwrap();
+    first.wait().unwrap();
+    wait_for(
+        "the handler's tree to die with its worker",
+        Duration::from_secs(5),
+        || {
+            !std::path::Path::new(&format!("/proc/{sleeper}")).exists()
+                || std::fs::read_to_string(format!("/proc/{sleeper}/stat"))
+                    .unwrap_or_default()
+                    .contains(") Z")
+        },
+    );
+    let mut second = queue(&s, "work", &args)
+        .stderr(Stdio::null())
+        .spawn()
+        .unwrap();
+    wait_for(
+        "the rescued job to be done",
+        Duration::from_secs(20),
+        || stats(&s)["done"] == 1,
+    );
+    second.kill().unwrap();
+    second.wait().unwrap();
+    let effects = std::fs::read_to_string(&effects).unwrap();
+    assert_eq!(
+        effects.lines().count(),
+        1,
+        "done once in effect: {effects:?}"
+    );
+}
+
+#[test]
+fn usage_and_backend_errors_have_their_exit_codes() {
+    let s = PgSchema::new("qerr");
+    let bad_json = queue(&s, "enqueue", &["--queue", "q", "--payload", "{nope"])
+        .output()
+        .unwrap();
+    assert_eq!(bad_json.status.code(), Some(64));
+    for url in ["redis://127.0.0.1/", "not a url"] {
+        let out = Command::new(BIN)
+            .args(["queue", "stats", "--url", url, "--queue", "q"])
+            .output()
+            .unwrap();
+        assert_eq!(out.status.code(), Some(64), "{url}");
+    }
+    let start = Instant::now();
+    let down = Command::new(BIN)
+        .args(["queue", "stats", "--queue", "q", "--url"])
+        .arg(format!(
+            "postgres://postgres:pw-secret@127.0.0.1:{}/test",
+            closed_port()
+        ))
+        .output()
+        .unwrap();
+    assert_eq!(down.status.code(), Some(69));
+    assert!(start.elapsed() < Duration::from_secs(5));
+    assert!(!String::from_utf8_lossy(&down.stderr).contains("pw-secret"));
+    let missing = Command::new(BIN)
+        .args(["queue", "work", "--url", s.url(), "--queue", "q"])
+        .output()
+        .unwrap();
+    assert_eq!(missing.status.code(), Some(64), "work needs -- CMD");
+}
