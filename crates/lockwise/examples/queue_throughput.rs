@@ -19,7 +19,10 @@ async fn main() -> Result<(), Box<dyn std::error::Error>> {
         .unwrap_or_else(|_| "postgres://postgres@127.0.0.1:5432/test?sslmode=disable".into());
     let jobs: usize = std::env::args().nth(1).map_or(Ok(20_000), |n| n.parse())?;
     let schema = format!("lockwise_qbench_{}", std::process::id());
-    let pool = PgPoolOptions::new().max_connections(40).connect(&url).await?;
+    let pool = PgPoolOptions::new()
+        .max_connections(40)
+        .connect(&url)
+        .await?;
     let queue = Queue::with_schema(pool.clone(), &schema, "bench")?;
     queue.migrate().await?;
     for chunk in (0..jobs).collect::<Vec<_>>().chunks(1_000) {
