@@ -32,8 +32,11 @@
 //! # Ok(()) }
 //! ```
 
+#[cfg(feature = "mysql")]
+mod mysql;
 mod worker;
 
+use std::future::Future;
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -42,7 +45,106 @@ use sqlx::postgres::{PgConnection, PgPool};
 use sqlx::{AssertSqlSafe, Connection, Row};
 use tokio::sync::OnceCell;
 
+#[cfg(feature = "mysql")]
+pub use mysql::MysqlQueue;
 pub use worker::{JobContext, Worker, WorkerReport};
+
+/// What a [`Worker`] needs from a queue: implemented by [`Queue`] (PostgreSQL) and
+/// `MysqlQueue` (MariaDB/MySQL), which also share the rest of their API.
+pub trait JobStore: Clone + Send + Sync + std::fmt::Debug + 'static {
+    /// The queue's name.
+    fn name(&self) -> &str;
+    /// Creates the tables if missing.
+    fn migrate(&self) -> impl Future<Output = Result<()>> + Send;
+    /// Claims up to `limit` jobs after acknowledging `finished` ones as done.
+    fn claim(
+        &self,
+        worker: &str,
+        limit: usize,
+        lease: Duration,
+        finished: &[(JobId, i32)],
+    ) -> impl Future<Output = Result<Vec<Claimed>>> + Send;
+    /// Marks jobs done (compare-and-set on id and attempt).
+    fn complete(&self, finished: &[(JobId, i32)]) -> impl Future<Output = Result<u64>> + Send;
+    /// Records a failed attempt (compare-and-set); `false` when the attempt lost the job.
+    fn fail(
+        &self,
+        id: JobId,
+        attempt: i32,
+        error: &str,
+        retry_in: Duration,
+        final_failure: bool,
+    ) -> impl Future<Output = Result<bool>> + Send;
+    /// Extends leases; returns the jobs still owned.
+    fn heartbeat(
+        &self,
+        running: &[(JobId, i32)],
+        lease: Duration,
+    ) -> impl Future<Output = Result<Vec<JobId>>> + Send;
+    /// Gives unfinished jobs back (graceful shutdown).
+    fn hand_back(&self, running: &[(JobId, i32)]) -> impl Future<Output = Result<u64>> + Send;
+    /// Rescues expired leases (one reaper at a time).
+    fn reap(&self) -> impl Future<Output = Result<u64>> + Send;
+    /// Job counts by state.
+    fn stats(&self) -> impl Future<Output = Result<Stats>> + Send;
+    /// Calls `wake` whenever a job may have been enqueued, until `stop`; stores without
+    /// notifications never call it (the worker polls).
+    fn wake_ups(
+        &self,
+        wake: std::sync::Arc<tokio::sync::Notify>,
+        stop: tokio_util::sync::CancellationToken,
+    ) -> impl Future<Output = ()> + Send;
+}
+
+impl JobStore for Queue {
+    fn name(&self) -> &str {
+        Queue::name(self)
+    }
+    async fn migrate(&self) -> Result<()> {
+        Queue::migrate(self).await
+    }
+    async fn claim(
+        &self,
+        worker: &str,
+        limit: usize,
+        lease: Duration,
+        finished: &[(JobId, i32)],
+    ) -> Result<Vec<Claimed>> {
+        Queue::claim(self, worker, limit, lease, finished).await
+    }
+    async fn complete(&self, finished: &[(JobId, i32)]) -> Result<u64> {
+        Queue::complete(self, finished).await
+    }
+    async fn fail(
+        &self,
+        id: JobId,
+        attempt: i32,
+        error: &str,
+        retry_in: Duration,
+        final_failure: bool,
+    ) -> Result<bool> {
+        Queue::fail(self, id, attempt, error, retry_in, final_failure).await
+    }
+    async fn heartbeat(&self, running: &[(JobId, i32)], lease: Duration) -> Result<Vec<JobId>> {
+        Queue::heartbeat(self, running, lease).await
+    }
+    async fn hand_back(&self, running: &[(JobId, i32)]) -> Result<u64> {
+        Queue::hand_back(self, running).await
+    }
+    async fn reap(&self) -> Result<u64> {
+        Queue::reap(self).await
+    }
+    async fn stats(&self) -> Result<Stats> {
+        Queue::stats(self).await
+    }
+    async fn wake_ups(
+        &self,
+        wake: std::sync::Arc<tokio::sync::Notify>,
+        stop: tokio_util::sync::CancellationToken,
+    ) {
+        worker::listen(self.clone(), wake, stop).await;
+    }
+}
 
 use crate::error::{Error, Result};
 use crate::postgres::{ADVISORY_CLASS, DEFAULT_SCHEMA, Schema};

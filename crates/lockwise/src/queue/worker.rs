@@ -14,7 +14,7 @@ use tokio::sync::{Notify, Semaphore, mpsc};
 use tokio::time::{Instant, sleep, timeout};
 use tokio_util::sync::CancellationToken;
 
-use super::{JobId, Queue};
+use super::{JobId, JobStore, Queue};
 use crate::error::Result;
 
 /// What a handler receives.
@@ -43,10 +43,11 @@ pub struct WorkerReport {
     pub handed_back: u64,
 }
 
-/// Runs handlers for one queue. See the [module docs](super).
+/// Runs handlers for one queue ([`Queue`] on PostgreSQL, or `MysqlQueue`). See the
+/// [module docs](super).
 #[derive(Debug, Clone)]
-pub struct Worker {
-    queue: Queue,
+pub struct Worker<Q = Queue> {
+    queue: Q,
     id: String,
     concurrency: usize,
     batch: usize,
@@ -69,10 +70,10 @@ struct Finished {
     outcome: Outcome,
 }
 
-impl Worker {
+impl<Q: JobStore> Worker<Q> {
     /// A worker for `queue`: concurrency 8, batches of 10, 30 s leases, no execution timeout,
     /// a 1 s fallback poll, 30 s of grace at shutdown, retries after 1 s doubling to 1 h.
-    pub fn new(queue: Queue) -> Self {
+    pub fn new(queue: Q) -> Self {
         let id = format!(
             "{}-{}-{:04x}",
             hostname(),
@@ -169,7 +170,9 @@ impl Worker {
         let wake = Arc::new(Notify::new());
         let background = CancellationToken::new();
         let _stop_background = background.clone().drop_guard();
-        tokio::spawn(listen(self.queue.clone(), wake.clone(), background.clone()));
+        let store = self.queue.clone();
+        let (w, b) = (wake.clone(), background.clone());
+        tokio::spawn(async move { store.wake_ups(w, b).await });
         tokio::spawn(heartbeat(
             self.queue.clone(),
             running.clone(),
@@ -361,7 +364,7 @@ fn panic_message(join: tokio::task::JoinError) -> String {
 }
 
 /// Wakes the claim loop on NOTIFY for this queue, and once after every reconnect.
-async fn listen(queue: Queue, wake: Arc<Notify>, stop: CancellationToken) {
+pub(super) async fn listen(queue: Queue, wake: Arc<Notify>, stop: CancellationToken) {
     loop {
         let connected = async {
             let mut listener = PgListener::connect_with(queue.pool()).await?;
@@ -393,8 +396,8 @@ async fn listen(queue: Queue, wake: Arc<Notify>, stop: CancellationToken) {
 }
 
 /// Extends the leases of running jobs every third of the lease.
-async fn heartbeat(
-    queue: Queue,
+async fn heartbeat<Q: JobStore>(
+    queue: Q,
     running: Arc<Mutex<HashMap<JobId, (i32, tokio::task::AbortHandle)>>>,
     lease: Duration,
     stop: CancellationToken,
@@ -433,7 +436,7 @@ async fn heartbeat(
 }
 
 /// Rescues expired leases every half lease (one reaper at a time across processes).
-async fn reaper(queue: Queue, lease: Duration, stop: CancellationToken) {
+async fn reaper<Q: JobStore>(queue: Q, lease: Duration, stop: CancellationToken) {
     loop {
         tokio::select! {
             _ = stop.cancelled() => return,
