@@ -2,7 +2,6 @@
 //! COMMITTED transaction, then `UPDATE` (under REPEATABLE READ, next-key locks would block
 //! concurrent enqueues). No notifications: workers poll.
 
-use std::future::Future;
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -511,12 +510,12 @@ impl JobStore for MysqlQueue {
     async fn stats(&self) -> Result<Stats> {
         MysqlQueue::stats(self).await
     }
-    fn wake_ups(
+    async fn wake_ups(
         &self,
         _wake: Arc<tokio::sync::Notify>,
         stop: tokio_util::sync::CancellationToken,
-    ) -> impl Future<Output = ()> + Send {
+    ) {
         // No notifications in MySQL: the worker's poll is the only wake-up.
-        async move { stop.cancelled().await }
+        stop.cancelled().await;
     }
 }
