@@ -6,10 +6,11 @@ use std::process::Stdio;
 use std::sync::Arc;
 use std::time::Duration;
 
-use lockwise::queue::{Job, JobContext, JobId, Queue, Worker};
+use lockwise::queue::{Job, JobContext, JobId, JobStore, MysqlQueue, Queue, Worker};
 use lockwise::url::BackendUrl;
 use nix::sys::signal::{Signal, killpg};
 use nix::unistd::Pid;
+use sqlx::mysql::MySqlPoolOptions;
 use sqlx::postgres::PgPoolOptions;
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::process::Command;
@@ -46,10 +47,10 @@ enum QueueCommand {
 
 #[derive(Debug, clap::Args)]
 struct Conn {
-    /// PostgreSQL URL (postgres://user@host/db)
+    /// postgres://user@host/db, or mysql://user@host/db for MariaDB/MySQL
     #[arg(long, env = "LOCKWISE_URL", hide_env_values = true, value_name = "URL")]
     url: String,
-    /// The schema of the queue's tables
+    /// The schema of the queue's tables (on MariaDB/MySQL: their name prefix)
     #[arg(long, default_value = "lockwise", value_name = "NAME")]
     schema: String,
 }
@@ -189,30 +190,64 @@ pub(crate) async fn run(args: QueueArgs) -> u8 {
     }
 }
 
-async fn open(conn: &Conn, queue: &str, connections: u32) -> Result<Queue, Failure> {
-    let url = match BackendUrl::parse(&conn.url)? {
-        BackendUrl::Postgres(url) => url,
-        _ => return Err(usage("the queue needs a postgres:// URL")),
+/// A queue on either database; the methods of both have the same names.
+enum AnyQueue {
+    Pg(Queue),
+    My(MysqlQueue),
+}
+
+/// Calls the same method on whichever queue it is.
+macro_rules! on_queue {
+    ($q:expr, $name:ident => $body:expr) => {
+        match $q {
+            AnyQueue::Pg($name) => $body,
+            AnyQueue::My($name) => $body,
+        }
+    };
+}
+
+async fn open(conn: &Conn, queue: &str, connections: u32) -> Result<AnyQueue, Failure> {
+    let (url, postgres) = match BackendUrl::parse(&conn.url)? {
+        BackendUrl::Postgres(url) => (url, true),
+        BackendUrl::Mysql(url) => (url, false),
+        _ => return Err(usage("the queue needs a postgres:// or mysql:// URL")),
     };
     let shown = lockwise::url::redact_url(&url);
-    let pool = tokio::time::timeout(
-        Duration::from_secs(5),
-        PgPoolOptions::new()
-            .max_connections(connections)
-            .acquire_timeout(Duration::from_secs(3))
-            .connect(&url),
-    )
-    .await
-    .map_err(|_| Failure {
-        code: exit::BACKEND,
-        message: format!("no answer from {shown} within 5s"),
-    })?
-    .map_err(|e| Failure {
+    let unreachable = |e: &dyn std::fmt::Display| Failure {
         code: exit::BACKEND,
         message: format!("cannot connect to {shown}: {e}"),
-    })?;
-    let queue = Queue::with_schema(pool, &conn.schema, queue)?;
-    queue.migrate().await?;
+    };
+    let timed_out = || Failure {
+        code: exit::BACKEND,
+        message: format!("no answer from {shown} within 5s"),
+    };
+    let limit = Duration::from_secs(5);
+    let queue = if postgres {
+        let pool = tokio::time::timeout(
+            limit,
+            PgPoolOptions::new()
+                .max_connections(connections)
+                .acquire_timeout(Duration::from_secs(3))
+                .connect(&url),
+        )
+        .await
+        .map_err(|_| timed_out())?
+        .map_err(|e| unreachable(&e))?;
+        AnyQueue::Pg(Queue::with_schema(pool, &conn.schema, queue)?)
+    } else {
+        let pool = tokio::time::timeout(
+            limit,
+            MySqlPoolOptions::new()
+                .max_connections(connections)
+                .acquire_timeout(Duration::from_secs(3))
+                .connect(&url),
+        )
+        .await
+        .map_err(|_| timed_out())?
+        .map_err(|e| unreachable(&e))?;
+        AnyQueue::My(MysqlQueue::with_prefix(pool, &conn.schema, queue)?)
+    };
+    on_queue!(&queue, q => q.migrate().await?);
     Ok(queue)
 }
 
@@ -235,10 +270,11 @@ async fn dispatch(command: QueueCommand) -> Result<u8, Failure> {
             if let Some(delay) = a.delay {
                 job = job.delay(delay);
             }
-            println!("{}", queue.enqueue(job).await?);
+            println!("{}", on_queue!(&queue, q => q.enqueue(job).await?));
         }
         QueueCommand::Stats(a) => {
-            let s = open(&a.conn, &a.queue, 1).await?.stats().await?;
+            let queue = open(&a.conn, &a.queue, 1).await?;
+            let s = on_queue!(&queue, q => q.stats().await?);
             if a.json {
                 println!(
                     "{}",
@@ -255,7 +291,8 @@ async fn dispatch(command: QueueCommand) -> Result<u8, Failure> {
             }
         }
         QueueCommand::Dead(a) => {
-            for job in open(&a.conn, &a.queue, 1).await?.dead(a.limit).await? {
+            let queue = open(&a.conn, &a.queue, 1).await?;
+            for job in on_queue!(&queue, q => q.dead(a.limit).await?) {
                 if a.json {
                     println!(
                         "{}",
@@ -276,7 +313,7 @@ async fn dispatch(command: QueueCommand) -> Result<u8, Failure> {
         }
         QueueCommand::Retry(a) => {
             let queue = open(&a.conn, "", 1).await?;
-            if !queue.retry(JobId(a.id)).await? {
+            if !on_queue!(&queue, q => q.retry(JobId(a.id)).await?) {
                 eprintln!("lockwise: job {} is not a dead job", a.id);
                 return Ok(1);
             }
@@ -284,8 +321,8 @@ async fn dispatch(command: QueueCommand) -> Result<u8, Failure> {
         QueueCommand::Purge(a) => {
             let queue = open(&a.conn, a.queue.as_deref().unwrap_or(""), 1).await?;
             let purged = match a.queue {
-                Some(_) => queue.purge_dead(a.older_than).await?,
-                None => queue.purge_dead_everywhere(a.older_than).await?,
+                Some(_) => on_queue!(&queue, q => q.purge_dead(a.older_than).await?),
+                None => on_queue!(&queue, q => q.purge_dead_everywhere(a.older_than).await?),
             };
             eprintln!("lockwise: purged {purged} dead jobs");
         }
@@ -296,6 +333,10 @@ async fn dispatch(command: QueueCommand) -> Result<u8, Failure> {
 
 async fn work(a: WorkArgs) -> Result<u8, Failure> {
     let queue = open(&a.conn, &a.queue, u32::from(a.concurrency) + 4).await?;
+    on_queue!(queue, q => work_on(q, a).await)
+}
+
+async fn work_on<Q: JobStore>(queue: Q, a: WorkArgs) -> Result<u8, Failure> {
     let mut worker = Worker::new(queue)
         .concurrency(usize::from(a.concurrency))
         .batch(usize::from(a.batch))

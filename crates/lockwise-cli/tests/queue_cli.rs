@@ -5,22 +5,45 @@
 use std::process::{Command, Output, Stdio};
 use std::time::{Duration, Instant};
 
-use lockwise_testkit::{PgSchema, closed_port};
+use lockwise_testkit::{MysqlDatabase, PgSchema, closed_port};
 
 const BIN: &str = env!("CARGO_BIN_EXE_lockwise");
 
-fn queue(schema: &PgSchema, sub: &str, args: &[&str]) -> Command {
+/// Where a test's queue lives: its own PostgreSQL schema or MariaDB database.
+enum Db {
+    Pg(PgSchema),
+    My(MysqlDatabase),
+}
+
+impl Db {
+    fn pg(label: &str) -> Self {
+        Db::Pg(PgSchema::new(label))
+    }
+
+    fn my(label: &str) -> Self {
+        Db::My(MysqlDatabase::new(label))
+    }
+
+    fn url(&self) -> String {
+        match self {
+            Db::Pg(s) => s.url().to_owned(),
+            Db::My(d) => d.url(),
+        }
+    }
+
+    fn schema(&self) -> &str {
+        match self {
+            Db::Pg(s) => s.name(),
+            Db::My(_) => "lockwise",
+        }
+    }
+}
+
+fn queue(db: &Db, sub: &str, args: &[&str]) -> Command {
     let mut c = Command::new(BIN);
-    c.args([
-        "queue",
-        sub,
-        "--url",
-        schema.url(),
-        "--schema",
-        schema.name(),
-    ])
-    .args(args)
-    .env_remove("LOCKWISE_URL");
+    c.args(["queue", sub, "--url", &db.url(), "--schema", db.schema()])
+        .args(args)
+        .env_remove("LOCKWISE_URL");
     c
 }
 
@@ -29,7 +52,7 @@ fn ok(out: Output) -> String {
     String::from_utf8(out.stdout).unwrap()
 }
 
-fn stats(schema: &PgSchema) -> serde_json::Value {
+fn stats(schema: &Db) -> serde_json::Value {
     let out = ok(queue(schema, "stats", &["--queue", "q", "--json"])
         .output()
         .unwrap());
@@ -44,9 +67,7 @@ fn wait_for(what: &str, limit: Duration, mut pred: impl FnMut() -> bool) {
     }
 }
 
-#[test]
-fn enqueue_prints_the_id_the_handler_sees() {
-    let s = PgSchema::new("qcli");
+fn enqueue_prints_the_id_the_handler_sees(s: Db) {
     let id = ok(queue(
         &s,
         "enqueue",
@@ -112,9 +133,7 @@ fn enqueue_prints_the_id_the_handler_sees() {
     assert_eq!(line.trim(), format!("{id} 1 q {{\"to\":\"a@b.c\"}}"));
 }
 
-#[test]
-fn a_failing_handler_stores_its_stderr_and_dies_after_max_attempts() {
-    let s = PgSchema::new("qfail");
+fn a_failing_handler_stores_its_stderr_and_dies_after_max_attempts(s: Db) {
     let id = ok(queue(
         &s,
         "enqueue",
@@ -162,9 +181,7 @@ fn a_failing_handler_stores_its_stderr_and_dies_after_max_attempts() {
 
 /// A worker process killed with SIGKILL mid-job: its handler's tree dies with it, the reaper
 /// of another worker rescues the job after the lease, and the job is done once in effect.
-#[test]
-fn a_killed_worker_s_job_is_rescued_and_done_once() {
-    let s = PgSchema::new("qkill");
+fn a_killed_worker_s_job_is_rescued_and_done_once(s: Db) {
     ok(queue(&s, "enqueue", &["--queue", "q", "--payload", "{}"])
         .output()
         .unwrap());
@@ -224,14 +241,27 @@ fn a_killed_worker_s_job_is_rescued_and_done_once() {
     );
 }
 
+macro_rules! on_databases {
+    ($($case:ident),*) => {
+        mod postgres { use super::*; $(#[test] fn $case() { super::$case(Db::pg("qcli")) })* }
+        mod mariadb { use super::*; $(#[test] fn $case() { super::$case(Db::my("qcli")) })* }
+    };
+}
+
+on_databases!(
+    enqueue_prints_the_id_the_handler_sees,
+    a_failing_handler_stores_its_stderr_and_dies_after_max_attempts,
+    a_killed_worker_s_job_is_rescued_and_done_once
+);
+
 #[test]
 fn usage_and_backend_errors_have_their_exit_codes() {
-    let s = PgSchema::new("qerr");
+    let s = Db::pg("qerr");
     let bad_json = queue(&s, "enqueue", &["--queue", "q", "--payload", "{nope"])
         .output()
         .unwrap();
     assert_eq!(bad_json.status.code(), Some(64));
-    for url in ["redis://127.0.0.1/", "not a url"] {
+    for url in ["redis://127.0.0.1/", "file:///tmp/x", "not a url"] {
         let out = Command::new(BIN)
             .args(["queue", "stats", "--url", url, "--queue", "q"])
             .output()
@@ -251,7 +281,7 @@ fn usage_and_backend_errors_have_their_exit_codes() {
     assert!(start.elapsed() < Duration::from_secs(5));
     assert!(!String::from_utf8_lossy(&down.stderr).contains("pw-secret"));
     let missing = Command::new(BIN)
-        .args(["queue", "work", "--url", s.url(), "--queue", "q"])
+        .args(["queue", "work", "--url", &s.url(), "--queue", "q"])
         .output()
         .unwrap();
     assert_eq!(missing.status.code(), Some(64), "work needs -- CMD");

@@ -448,6 +448,20 @@ impl MysqlQueue {
         self.delete_finished("dead", older_than).await
     }
 
+    /// Deletes dead letters of *every* queue in these tables that died more than `older_than`
+    /// ago.
+    pub async fn purge_dead_everywhere(&self, older_than: Duration) -> Result<u64> {
+        self.migrate().await?;
+        let deleted = sqlx::query(self.sql(
+            "DELETE FROM {jobs} WHERE state = 'dead' AND finished_at <= NOW(6) - INTERVAL ? MICROSECOND",
+        ))
+        .bind(micros(older_than))
+        .execute(&self.pool)
+        .await
+        .map_err(db)?;
+        Ok(deleted.rows_affected())
+    }
+
     /// Retention: deletes jobs of this queue done more than `older_than` ago.
     pub async fn prune_done(&self, older_than: Duration) -> Result<u64> {
         self.delete_finished("done", older_than).await
