@@ -87,6 +87,11 @@ pub trait JobStore: Clone + Send + Sync + std::fmt::Debug + 'static {
     fn reap(&self) -> impl Future<Output = Result<u64>> + Send;
     /// Job counts by state.
     fn stats(&self) -> impl Future<Output = Result<Stats>> + Send;
+    /// Keeps the table healthy under sustained load (PostgreSQL: vacuums the jobs table when
+    /// its dead tuples pile up faster than autovacuum clears them); one worker at a time.
+    fn maintain(&self) -> impl Future<Output = Result<()>> + Send {
+        async { Ok(()) }
+    }
     /// Calls `wake` whenever a job may have been enqueued, until `stop`; stores without
     /// notifications never call it (the worker polls).
     fn wake_ups(
@@ -136,6 +141,9 @@ impl JobStore for Queue {
     }
     async fn stats(&self) -> Result<Stats> {
         Queue::stats(self).await
+    }
+    async fn maintain(&self) -> Result<()> {
+        Queue::vacuum_if_needed(self, 10_000).await.map(|_| ())
     }
     async fn wake_ups(
         &self,
@@ -592,6 +600,49 @@ impl Queue {
             );
         }
         Ok(rescued.rows_affected())
+    }
+
+    /// Vacuums the jobs table if it has more than `dead_tuples` dead row versions and no other
+    /// process is vacuuming it through lockwise. Every claim and completion leaves a dead
+    /// version behind, and the claim's index scan starts among the oldest entries, so a queue
+    /// under sustained load slows down as they pile up; autovacuum alone wakes up too rarely
+    /// (once a minute by default). Returns whether it vacuumed.
+    pub async fn vacuum_if_needed(&self, dead_tuples: i64) -> Result<bool> {
+        self.migrate().await?;
+        let mut conn = self.pool.acquire().await.map_err(db)?;
+        let dead: Option<i64> = sqlx::query_scalar(self.sql.sql(
+            "SELECT n_dead_tup FROM pg_stat_user_tables WHERE relid = '{schema}.jobs'::regclass",
+        ))
+        .fetch_optional(&mut *conn)
+        .await
+        .map_err(db)?;
+        if dead.unwrap_or(0) < dead_tuples {
+            return Ok(false);
+        }
+        let alone: bool = sqlx::query_scalar(
+            self.sql
+                .sql("SELECT pg_try_advisory_lock($1, hashtext('{schema}.vacuum'))"),
+        )
+        .bind(ADVISORY_CLASS)
+        .fetch_one(&mut *conn)
+        .await
+        .map_err(db)?;
+        if !alone {
+            return Ok(false);
+        }
+        let vacuumed = sqlx::query(self.sql.sql("VACUUM (ANALYZE) {schema}.jobs"))
+            .execute(&mut *conn)
+            .await
+            .map_err(db);
+        sqlx::query(
+            self.sql
+                .sql("SELECT pg_advisory_unlock($1, hashtext('{schema}.vacuum'))"),
+        )
+        .bind(ADVISORY_CLASS)
+        .execute(&mut *conn)
+        .await
+        .map_err(db)?;
+        vacuumed.map(|_| true)
     }
 
     /// Job counts by state.

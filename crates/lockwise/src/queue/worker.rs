@@ -435,15 +435,24 @@ async fn heartbeat<Q: JobStore>(
     }
 }
 
-/// Rescues expired leases every half lease (one reaper at a time across processes).
+/// Rescues expired leases every half lease (one reaper at a time across processes), and
+/// looks after the table every couple of seconds.
 async fn reaper<Q: JobStore>(queue: Q, lease: Duration, stop: CancellationToken) {
+    let maintenance = Duration::from_secs(2);
+    let mut next_reap = Instant::now() + lease / 2;
     loop {
         tokio::select! {
             _ = stop.cancelled() => return,
-            _ = sleep(lease / 2) => {}
+            _ = sleep(maintenance.min(lease / 2)) => {}
         }
-        if let Err(error) = queue.reap().await {
-            tracing::warn!(%error, "reaping failed");
+        if let Err(error) = queue.maintain().await {
+            tracing::warn!(%error, "table maintenance failed");
+        }
+        if Instant::now() >= next_reap {
+            next_reap = Instant::now() + lease / 2;
+            if let Err(error) = queue.reap().await {
+                tracing::warn!(%error, "reaping failed");
+            }
         }
     }
 }
