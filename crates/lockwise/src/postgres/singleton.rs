@@ -72,8 +72,9 @@ impl Singleton {
         E: From<Error>,
     {
         let period = self.period_of(at);
-        // The lock only saves duplicate work; it lasts a period at most.
-        let opts = LockOptions::ttl(self.period.min(crate::MAX_TTL));
+        // The lock only saves duplicate work. A short TTL, renewed while the task runs, so
+        // that an instance that dies mid-run does not keep the others off for the period.
+        let opts = LockOptions::ttl(self.period.min(Duration::from_secs(30)));
         let Some(guard) = self.locker.try_acquire(&self.job, &opts).await? else {
             return Ok(None);
         };
