@@ -54,7 +54,8 @@ pub struct Election {
 impl Election {
     /// A candidate for the election named `key`, holding leadership as a lock with `opts`
     /// (its TTL bounds how long a dead leader blocks the others; renewal keeps a live one).
-    /// `opts.wait` is ignored: a candidate campaigns until it is elected.
+    /// `opts.wait` is ignored: a candidate campaigns until it is elected (so give it a retry
+    /// strategy without a limit).
     pub fn new(locker: Locker, key: impl Into<String>, opts: LockOptions) -> Self {
         Election {
             locker,
@@ -89,8 +90,9 @@ impl Election {
             let term = guard.token();
             tracing::info!(key = %self.key, %term, "elected");
             self.role.send_replace(Role::Leader { term });
+            // Back to Follower however this term ends, even if this future is dropped.
+            let _follower = FollowerOnDrop(&self.role);
             let led = guard.run(lead(term)).await;
-            self.role.send_replace(Role::Follower);
             match led {
                 Ok(out) => {
                     if let Err(error) = guard.release().await {
@@ -104,5 +106,14 @@ impl Election {
                 Err(e) => return Err(e),
             }
         }
+    }
+}
+
+/// Reports `Follower` when a term ends, whichever way.
+struct FollowerOnDrop<'a>(&'a watch::Sender<Role>);
+
+impl Drop for FollowerOnDrop<'_> {
+    fn drop(&mut self) {
+        self.0.send_replace(Role::Follower);
     }
 }

@@ -116,7 +116,12 @@ impl Locker {
         let start = Instant::now();
         let give_up = opts.wait.map(|w| start + w);
         let mut retry = opts.retry.clone();
-        // Subscribe before the first attempt, so a release right after it is not missed.
+        // An uncontended lock is granted at once, without listening for releases (which may
+        // cost a connection). Otherwise: subscribe, then try again before waiting, so that a
+        // release between the first attempt and the subscription is not missed.
+        if let Ok(Ok(guard)) = self.attempt(key, opts).await {
+            return Ok(guard);
+        }
         let mut released = self.backend.watch(key).await?;
         loop {
             let (expires_in, failure) = match self.attempt(key, opts).await {

@@ -4,8 +4,8 @@ use std::path::PathBuf;
 
 use crate::error::{Error, Result};
 
-/// The backend a URL names.
-#[derive(Debug, Clone, PartialEq, Eq)]
+/// The backend a URL names. Its `Debug` form hides passwords.
+#[derive(Clone, PartialEq, Eq)]
 #[non_exhaustive]
 pub enum BackendUrl {
     /// `memory:` — one process only.
@@ -18,6 +18,18 @@ pub enum BackendUrl {
     Postgres(String),
     /// `mysql://…` or `mariadb://…`: `GET_LOCK`.
     Mysql(String),
+}
+
+impl std::fmt::Debug for BackendUrl {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            BackendUrl::Memory => f.write_str("Memory"),
+            BackendUrl::File(dir) => f.debug_tuple("File").field(dir).finish(),
+            BackendUrl::Redis(u) => f.debug_tuple("Redis").field(&redact_url(u)).finish(),
+            BackendUrl::Postgres(u) => f.debug_tuple("Postgres").field(&redact_url(u)).finish(),
+            BackendUrl::Mysql(u) => f.debug_tuple("Mysql").field(&redact_url(u)).finish(),
+        }
+    }
 }
 
 impl BackendUrl {
@@ -85,8 +97,14 @@ impl BackendUrl {
 /// assert_eq!(redact_url("redis://:s3cr/et@host"), "redis://:***@host");
 /// assert_eq!(redact_url("redis://us#er:pw@host"), "redis://us#er:***@host");
 /// assert_eq!(redact_url("redis://host"), "redis://host");
+/// assert_eq!(
+///     redact_url("postgres://u@h/db?sslmode=disable&password=pw"),
+///     "postgres://***@h/db?sslmode=disable&password=***"
+/// );
 /// ```
 pub fn redact_url(url: &str) -> String {
+    let url = redact_password_parameter(url);
+    let url = url.as_str();
     let Some(scheme_end) = url.find("://") else {
         return url.to_owned();
     };
@@ -101,4 +119,20 @@ pub fn redact_url(url: &str) -> String {
         None => "***".to_owned(),
     };
     format!("{}{user}{}", &url[..rest_start], &rest[at..])
+}
+
+/// Masks the value of any `password=` query parameter (PostgreSQL URLs accept one).
+fn redact_password_parameter(url: &str) -> String {
+    let Some(query_start) = url.find('?') else {
+        return url.to_owned();
+    };
+    let (base, query) = url.split_at(query_start + 1);
+    let masked: Vec<String> = query
+        .split('&')
+        .map(|pair| match pair.split_once('=') {
+            Some((name, _)) if name.eq_ignore_ascii_case("password") => format!("{name}=***"),
+            _ => pair.to_owned(),
+        })
+        .collect();
+    format!("{base}{}", masked.join("&"))
 }

@@ -633,6 +633,34 @@ async fn ttls_from_the_minimum_to_the_maximum_work(h: Harness) {
     assert!(gmax.release().await.unwrap());
 }
 
+/// Many clients waiting on one key each get it in turn (waking never stalls).
+async fn many_waiters_each_get_the_lock_in_turn(h: Harness) {
+    let holder = h.locker().await;
+    let first = holder.try_acquire("k", &ttl(5_000)).await.unwrap().unwrap();
+    let mut waiters = Vec::new();
+    for _ in 0..6 {
+        let locker = h.locker().await;
+        waiters.push(tokio::spawn(async move {
+            let opts = ttl(5_000)
+                .retry(Retry::linear(10_000 * MS))
+                .wait(15_000 * MS);
+            let guard = locker.acquire("k", &opts).await.expect("got its turn");
+            sleep(30 * MS).await;
+            assert!(guard.release().await.unwrap());
+        }));
+    }
+    sleep(300 * MS).await;
+    let start = Instant::now();
+    assert!(first.release().await.unwrap());
+    for w in waiters {
+        timeout(10_000 * MS, w)
+            .await
+            .expect("every waiter got the lock")
+            .unwrap();
+    }
+    assert!(start.elapsed() < 5_000 * MS, "{:?}", start.elapsed());
+}
+
 macro_rules! conformance {
     ($($backend:ident),*) => {$(
         mod $backend {
@@ -654,6 +682,7 @@ macro_rules! conformance {
             #[tokio::test] async fn a_grant_that_arrives_too_late_is_discarded() { super::a_grant_that_arrives_too_late_is_discarded(Harness::$backend()).await }
             #[tokio::test] async fn a_hung_renewal_cannot_hide_a_loss() { super::a_hung_renewal_cannot_hide_a_loss(Harness::$backend()).await }
             #[tokio::test] async fn a_renewal_that_times_out_is_retried() { super::a_renewal_that_times_out_is_retried(Harness::$backend()).await }
+            #[tokio::test] async fn many_waiters_each_get_the_lock_in_turn() { super::many_waiters_each_get_the_lock_in_turn(Harness::$backend()).await }
             #[tokio::test] async fn a_waiter_returns_when_the_holders_ttl_runs_out() { super::a_waiter_returns_when_the_holders_ttl_runs_out(Harness::$backend()).await }
         }
     )*};

@@ -159,3 +159,22 @@ fn three_candidates_on_redis() {
     let ns = RedisNamespace::new("election");
     three_candidates(ns.url(), Some(ns.prefix()));
 }
+
+/// Dropping a leader's `run` future steps it down: its role says Follower again.
+#[tokio::test]
+async fn a_dropped_campaign_reports_follower() {
+    let election = std::sync::Arc::new(Election::new(
+        Locker::connect("memory:").await.unwrap(),
+        "leader",
+        LockOptions::ttl(Duration::from_secs(5)),
+    ));
+    let mut role = election.role();
+    let e2 = election.clone();
+    let task = tokio::spawn(async move { e2.run(|_| std::future::pending::<()>()).await });
+    role.wait_for(|r| matches!(r, Role::Leader { .. }))
+        .await
+        .unwrap();
+    task.abort();
+    let _ = task.await;
+    assert_eq!(*election.role().borrow(), Role::Follower);
+}

@@ -10,8 +10,9 @@
 //!   whole seconds, the server's unit — and reset by each renewal, so a holder frozen past its
 //!   TTL loses its session and its lock. (The holder's local deadline still uses the exact TTL,
 //!   so it gives up before the server does.)
-//! - **Waiters** are woken by a probe that waits in `GET_LOCK(name, 1)` on its own connection,
-//!   which sees releases, dead holders and expired sessions alike.
+//! - **Waiters** are woken by a probe that waits in `GET_LOCK(name, 1)` on its own connection
+//!   and gives the lock back in the same statement; it sees releases, dead holders and expired
+//!   sessions alike.
 
 use std::sync::Arc;
 use std::time::Duration;
@@ -167,7 +168,14 @@ impl MysqlBackend {
     }
 
     async fn fresh(&self) -> Result<MySqlConnection> {
-        let connect = MySqlConnection::connect_with(&self.inner.options);
+        let connect = async {
+            let mut conn = MySqlConnection::connect_with(&self.inner.options).await?;
+            // Fencing counters rely on autocommit, whatever the server's default.
+            sqlx::query("SET SESSION autocommit = 1")
+                .execute(&mut conn)
+                .await?;
+            Ok::<_, sqlx::Error>(conn)
+        };
         match tokio::time::timeout(CONNECT_TIMEOUT, connect).await {
             Ok(Ok(conn)) => Ok(conn),
             Ok(Err(e)) => Err(Error::backend(
@@ -193,14 +201,19 @@ impl MysqlBackend {
         ttl: Duration,
     ) -> sqlx::Result<Option<u64>> {
         let full = self.full_key(key);
+        // The lease first: a holder frozen right after the grant must still lose it.
+        set_lease(conn, ttl).await?;
         let got: Option<i64> = sqlx::query_scalar("SELECT CAST(GET_LOCK(?, 0) AS SIGNED)")
             .bind(lock_name(&full))
             .fetch_one(&mut *conn)
             .await?;
         if got != Some(1) {
+            sqlx::query("SET SESSION wait_timeout = ?")
+                .bind(IDLE_WAIT_TIMEOUT)
+                .execute(&mut *conn)
+                .await?;
             return Ok(None);
         }
-        set_lease(conn, ttl).await?;
         let advanced = sqlx::query(
             "INSERT INTO lockwise_fence (lock_key, token) VALUES (?, LAST_INSERT_ID(1)) \
              ON DUPLICATE KEY UPDATE token = LAST_INSERT_ID(token + 1)",
@@ -230,27 +243,24 @@ impl MysqlBackend {
                 continue;
             };
             loop {
+                // Waits up to 1 s and gives the lock back in the same statement, so a probe
+                // never holds it beyond the statement (no hand-over chain between probes).
                 let got: sqlx::Result<Option<i64>> =
-                    sqlx::query_scalar("SELECT CAST(GET_LOCK(?, 1) AS SIGNED)")
+                    sqlx::query_scalar("SELECT CAST(GET_LOCK(?, 1) AS SIGNED), RELEASE_LOCK(?)")
+                        .bind(&name)
                         .bind(&name)
                         .fetch_one(&mut conn)
                         .await;
                 match got {
                     Ok(Some(1)) => {
-                        let gave_back = sqlx::query("SELECT RELEASE_LOCK(?)")
-                            .bind(&name)
-                            .execute(&mut conn)
-                            .await;
                         wake(&released);
-                        if gave_back.is_err() {
-                            break;
-                        }
                         // Let the waiters try before looking again.
                         tokio::time::sleep(Duration::from_millis(20)).await;
                     }
                     Ok(_) => {} // still held after 1 s: wait again
                     Err(_) => {
                         wake(&released); // disconnected: a release may have been missed
+                        tokio::time::sleep(Duration::from_millis(200)).await;
                         break;
                     }
                 }

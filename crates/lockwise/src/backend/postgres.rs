@@ -10,9 +10,10 @@
 //!   the lock, exactly as a Redis lease expires.
 //! - **A dropped or terminated connection** makes the next renewal fail, which fires the
 //!   guard's lost signal.
-//! - **Waiters** are woken by a probe: one connection per watched key and process that waits
-//!   in `pg_advisory_lock` (bounded by `lock_timeout`), gives the lock back at once and wakes
-//!   them. It sees releases, dead holders and expired server-side leases alike.
+//! - **Waiters** are woken by a probe: one connection per contended key and process that waits
+//!   in `pg_advisory_lock_shared` (bounded by `lock_timeout`) and gives the lock back *in the
+//!   same statement*, then wakes them. It sees releases, dead holders and expired server-side
+//!   leases alike.
 //!
 //! Connections carry `application_name = 'lockwise'`. Connections of failed attempts and
 //! released locks are kept (a few) for the next attempt.
@@ -171,40 +172,39 @@ impl PostgresBackend {
     /// `lock_timeout`), gives it back at once and wakes the waiters; runs until aborted.
     async fn probe(&self, class: i32, half: i32, released: watch::Sender<u64>) {
         loop {
-            let Ok(mut conn) = self.fresh().await else {
+            let conn = match self.fresh().await {
+                Ok(mut conn) => sqlx::query("SET lock_timeout = '1s'")
+                    .execute(&mut conn)
+                    .await
+                    .map(|_| conn),
+                Err(_) => Err(sqlx::Error::PoolClosed),
+            };
+            let Ok(mut conn) = conn else {
                 tokio::time::sleep(Duration::from_secs(1)).await;
                 continue;
             };
-            if sqlx::query("SET lock_timeout = '1s'")
-                .execute(&mut conn)
-                .await
-                .is_err()
-            {
-                continue;
-            }
             loop {
-                let waited = sqlx::query("SELECT pg_advisory_lock($1, $2)")
-                    .bind(class)
-                    .bind(half)
-                    .execute(&mut conn)
-                    .await;
+                // Waits in the lock's queue and gives the lock back in the same statement:
+                // a shared request, so every probe waiting on the key is granted at once
+                // and none holds it beyond the statement (no hand-over chain between probes,
+                // nothing held if this process freezes).
+                let waited = sqlx::query(
+                    "SELECT pg_advisory_lock_shared($1, $2), pg_advisory_unlock_shared($1, $2)",
+                )
+                .bind(class)
+                .bind(half)
+                .execute(&mut conn)
+                .await;
                 match waited {
                     Ok(_) => {
-                        let unlocked = sqlx::query("SELECT pg_advisory_unlock($1, $2)")
-                            .bind(class)
-                            .bind(half)
-                            .execute(&mut conn)
-                            .await;
                         wake(&released);
-                        if unlocked.is_err() {
-                            break;
-                        }
                         // Let the waiters try before looking again.
                         tokio::time::sleep(Duration::from_millis(20)).await;
                     }
                     Err(sqlx::Error::Database(e)) if e.code().as_deref() == Some("55P03") => {}
                     Err(_) => {
                         wake(&released); // disconnected: a release may have been missed
+                        tokio::time::sleep(Duration::from_millis(200)).await;
                         break;
                     }
                 }

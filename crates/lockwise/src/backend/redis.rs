@@ -281,6 +281,12 @@ impl RedisBackend {
     /// token is above it: the recovery after [`Error::StaleToken`] caused by a lost counter.
     /// Never lowers the counter. Returns its value afterwards.
     pub async fn reseed(&self, key: &str, at_least: FencingToken) -> Result<FencingToken> {
+        if i64::try_from(at_least.get()).is_err() {
+            // INCR would fail on the key from then on.
+            return Err(Error::config(format!(
+                "cannot re-seed {key:?} to {at_least}: Redis counters stop at i64::MAX"
+            )));
+        }
         let now: String = RESEED
             .key(self.fence_name(key))
             .arg(at_least.get().to_string())

@@ -243,10 +243,11 @@ impl Store {
     /// key ([`crate::backend::postgres`]), and its fencing token comes from the same sequence.
     pub async fn lock_xact(
         &self,
-        conn: &mut PgConnection,
+        tx: &mut Transaction<'_, Postgres>,
         key: &str,
         wait: Duration,
     ) -> Result<Option<XactLock>> {
+        let conn: &mut PgConnection = tx;
         validate_key(key)?;
         self.migrate().await?;
         let (class, half) = advisory_key(key);
@@ -283,10 +284,11 @@ impl Store {
     /// [`Error::StaleToken`]. Equal tokens pass (one grant may write many times).
     pub async fn fence(
         &self,
-        conn: &mut PgConnection,
+        tx: &mut Transaction<'_, Postgres>,
         resource: &str,
         token: FencingToken,
     ) -> Result<()> {
+        let conn: &mut PgConnection = tx;
         self.migrate().await?;
         let presented = i64::try_from(token.get()).map_err(|_| {
             Error::config(format!("fencing token {token} exceeds PostgreSQL bigint"))
@@ -334,6 +336,9 @@ impl Store {
     /// and the effect's own writes commit in one transaction. A duplicate (even a concurrent
     /// one, which waits for the first to commit) returns [`Once::AlreadyDone`]. An effect that
     /// fails rolls back its marker too, so the next attempt runs it.
+    ///
+    /// Meant for READ COMMITTED (PostgreSQL's default): under REPEATABLE READ or SERIALIZABLE
+    /// a concurrent duplicate fails with a serialization error instead (still at most once).
     pub async fn run_once<T, E, F>(&self, scope: &str, key: &str, effect: F) -> Result<Once<T>, E>
     where
         F: for<'t> FnOnce(&'t mut Transaction<'static, Postgres>) -> BoxFuture<'t, Result<T, E>>,
