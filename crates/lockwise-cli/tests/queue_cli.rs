@@ -21,7 +21,7 @@ impl Db {
     }
 
     fn my(label: &str) -> Self {
-        Db::My(MysqlDatabase::new(label))
+        Db::My(MysqlDatabase::mysql(label))
     }
 
     fn url(&self) -> String {

@@ -33,11 +33,11 @@ impl Backend {
     }
 
     fn postgres() -> Self {
-        Backend::Postgres(PgDatabase::new("cli"))
+        Backend::Postgres(PgDatabase::postgres("cli"))
     }
 
     fn mysql() -> Self {
-        Backend::Mysql(MysqlDatabase::new("cli"))
+        Backend::Mysql(MysqlDatabase::mysql("cli"))
     }
 
     fn url(&self) -> String {

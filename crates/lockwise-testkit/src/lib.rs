@@ -178,59 +178,29 @@ impl Drop for PgSchema {
     }
 }
 
-/// A PostgreSQL database private to one test (for code that uses the default schema), dropped
-/// on drop.
+/// A database private to one test on the shared PostgreSQL ([`PgDatabase`]) or MariaDB
+/// ([`MysqlDatabase`]), dropped on drop.
 #[derive(Debug)]
-pub struct PgDatabase {
+pub struct TestDatabase {
     server: String,
     name: String,
+    drop_sql: String,
 }
 
-impl PgDatabase {
-    /// Creates a fresh database on the shared server.
-    pub fn new(label: &str) -> Self {
-        let server = postgres_url();
-        let name = format!("lockwise_test_{label}_{:016x}", rand::random::<u64>());
-        sql_now(&server, &[format!("CREATE DATABASE \"{name}\"")]);
-        PgDatabase { server, name }
-    }
+/// A PostgreSQL database private to one test (for code that uses the default schema).
+pub type PgDatabase = TestDatabase;
+/// A MariaDB/MySQL database private to one test.
+pub type MysqlDatabase = TestDatabase;
 
-    /// The URL of the database.
-    pub fn url(&self) -> String {
-        match self.server.rsplit_once('/') {
-            Some((base, _)) => format!("{base}/{}", self.name),
-            None => format!("{}/{}", self.server, self.name),
+impl TestDatabase {
+    fn create(server: String, label: &str, create: &str, drop: &str) -> Self {
+        let name = format!("lockwise_test_{label}_{:016x}", rand::random::<u64>());
+        sql_now(&server, &[create.replace("{name}", &name)]);
+        TestDatabase {
+            drop_sql: drop.replace("{name}", &name),
+            server,
+            name,
         }
-    }
-
-    /// Its name.
-    pub fn name(&self) -> &str {
-        &self.name
-    }
-}
-
-impl Drop for PgDatabase {
-    fn drop(&mut self) {
-        let stmt = format!("DROP DATABASE IF EXISTS \"{}\" WITH (FORCE)", self.name);
-        let url = self.server.clone();
-        let _ = std::panic::catch_unwind(move || sql_now(&url, &[stmt]));
-    }
-}
-
-/// A MariaDB/MySQL database private to one test, dropped on drop.
-#[derive(Debug)]
-pub struct MysqlDatabase {
-    server: String,
-    name: String,
-}
-
-impl MysqlDatabase {
-    /// Creates a fresh database on the shared server.
-    pub fn new(label: &str) -> Self {
-        let server = mysql_url();
-        let name = format!("lockwise_test_{label}_{:016x}", rand::random::<u64>());
-        sql_now(&server, &[format!("CREATE DATABASE `{name}`")]);
-        MysqlDatabase { server, name }
     }
 
     /// The URL of the database.
@@ -247,10 +217,32 @@ impl MysqlDatabase {
     }
 }
 
-impl Drop for MysqlDatabase {
+impl PgDatabase {
+    /// Creates a fresh PostgreSQL database on the shared server.
+    pub fn postgres(label: &str) -> Self {
+        Self::create(
+            postgres_url(),
+            label,
+            "CREATE DATABASE \"{name}\"",
+            "DROP DATABASE IF EXISTS \"{name}\" WITH (FORCE)",
+        )
+    }
+
+    /// Creates a fresh MariaDB/MySQL database on the shared server.
+    pub fn mysql(label: &str) -> Self {
+        Self::create(
+            mysql_url(),
+            label,
+            "CREATE DATABASE `{name}`",
+            "DROP DATABASE IF EXISTS `{name}`",
+        )
+    }
+}
+
+impl Drop for TestDatabase {
     fn drop(&mut self) {
-        let stmt = format!("DROP DATABASE IF EXISTS `{}`", self.name);
-        let url = self.server.clone();
+        let (url, stmt) = (self.server.clone(), self.drop_sql.clone());
+        // Never panic in drop (a test may already be failing).
         let _ = std::panic::catch_unwind(move || sql_now(&url, &[stmt]));
     }
 }

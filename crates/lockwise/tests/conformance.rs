@@ -52,7 +52,7 @@ impl Harness {
     }
 
     fn mysql() -> Self {
-        Harness::Mysql(MysqlDatabase::new("conformance"))
+        Harness::Mysql(MysqlDatabase::mysql("conformance"))
     }
 
     async fn my_backend(db: &MysqlDatabase) -> MysqlBackend {

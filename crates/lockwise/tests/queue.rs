@@ -15,7 +15,7 @@ use tokio::time::{Instant, sleep};
 use tokio_util::sync::CancellationToken;
 
 async fn my_queue(label: &str) -> (MysqlDatabase, MysqlQueue) {
-    let db = MysqlDatabase::new(label);
+    let db = MysqlDatabase::mysql(label);
     let pool = sqlx::mysql::MySqlPoolOptions::new()
         .max_connections(20)
         .connect(&db.url())

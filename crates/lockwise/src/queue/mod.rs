@@ -317,6 +317,11 @@ fn db(e: sqlx::Error) -> Error {
     Error::from_sqlx(e)
 }
 
+/// `(id, attempt)` pairs as the two arrays the statements `unnest`.
+fn columns(jobs: &[(JobId, i32)]) -> (Vec<i64>, Vec<i32>) {
+    jobs.iter().map(|(id, attempt)| (id.0, *attempt)).unzip()
+}
+
 fn secs(d: Duration) -> f64 {
     d.as_secs_f64()
 }
@@ -480,8 +485,7 @@ impl Queue {
         finished: &[(JobId, i32)],
     ) -> Result<Vec<Claimed>> {
         self.migrate().await?;
-        let ids: Vec<i64> = finished.iter().map(|(id, _)| id.0).collect();
-        let attempts: Vec<i32> = finished.iter().map(|(_, a)| *a).collect();
+        let (ids, attempts) = columns(finished);
         let rows = sqlx::query(AssertSqlSafe(self.sql.claim.clone()))
             .bind(&self.name)
             .bind(i64::try_from(limit).unwrap_or(i64::MAX))
@@ -507,8 +511,7 @@ impl Queue {
     /// Marks jobs done (compare-and-set on id and attempt); returns how many were.
     pub async fn complete(&self, finished: &[(JobId, i32)]) -> Result<u64> {
         self.migrate().await?;
-        let ids: Vec<i64> = finished.iter().map(|(id, _)| id.0).collect();
-        let attempts: Vec<i32> = finished.iter().map(|(_, a)| *a).collect();
+        let (ids, attempts) = columns(finished);
         let done = sqlx::query(self.sql.sql(
             "UPDATE {schema}.jobs j SET state = 'done', finished_at = now(), lease_until = NULL \
                FROM unnest($1::bigint[], $2::int[]) AS f(id, attempt) \
@@ -547,8 +550,7 @@ impl Queue {
 
     /// Extends the leases of running jobs (compare-and-set); returns the ids still owned.
     pub async fn heartbeat(&self, running: &[(JobId, i32)], lease: Duration) -> Result<Vec<JobId>> {
-        let ids: Vec<i64> = running.iter().map(|(id, _)| id.0).collect();
-        let attempts: Vec<i32> = running.iter().map(|(_, a)| *a).collect();
+        let (ids, attempts) = columns(running);
         let owned: Vec<i64> = sqlx::query_scalar(AssertSqlSafe(self.sql.heartbeat.clone()))
             .bind(&ids)
             .bind(&attempts)
@@ -561,8 +563,7 @@ impl Queue {
 
     /// Gives unfinished jobs back at once (graceful shutdown); their budget grows by one.
     pub async fn hand_back(&self, running: &[(JobId, i32)]) -> Result<u64> {
-        let ids: Vec<i64> = running.iter().map(|(id, _)| id.0).collect();
-        let attempts: Vec<i32> = running.iter().map(|(_, a)| *a).collect();
+        let (ids, attempts) = columns(running);
         let back: Vec<i64> = sqlx::query_scalar(AssertSqlSafe(self.sql.hand_back.clone()))
             .bind(&ids)
             .bind(&attempts)
