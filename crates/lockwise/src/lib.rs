@@ -48,6 +48,7 @@ pub mod backend;
 pub mod election;
 mod error;
 mod guard;
+pub mod history;
 pub mod lease;
 mod locker;
 mod options;
