@@ -200,16 +200,19 @@ fn a_killed_worker_s_job_is_rescued_and_done_once(s: Db) {
         .stderr(Stdio::null())
         .spawn()
         .unwrap();
+    // The shell creates the file before it writes the pid: wait for a whole line.
+    let read_pid = || {
+        std::fs::read_to_string(&pids)
+            .ok()
+            .filter(|text| text.ends_with('\n'))
+            .and_then(|text| text.trim().parse::<i32>().ok())
+    };
     wait_for(
         "the first worker to start the job",
         Duration::from_secs(20),
-        || pids.exists(),
+        || read_pid().is_some(),
     );
-    let sleeper: i32 = std::fs::read_to_string(&pids)
-        .unwrap()
-        .trim()
-        .parse()
-        .unwrap();
+    let sleeper = read_pid().unwrap();
     first.kill().unwrap();
     first.wait().unwrap();
     wait_for(
