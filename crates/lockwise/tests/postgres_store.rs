@@ -112,9 +112,11 @@ async fn transaction_and_session_locks_on_one_key_exclude_each_other() {
     let (schema, pool, store) = setup().await;
     let backend = PostgresBackend::builder(schema.url())
         .schema(schema.name())
+        .namespace("tenant")
         .connect()
         .await
         .unwrap();
+    let store = store.namespace("tenant");
     let locker = Locker::new(backend);
     let k = key(&schema, "both");
     let session = locker

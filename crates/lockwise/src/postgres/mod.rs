@@ -201,6 +201,7 @@ pub enum Once<T> {
 pub struct Store {
     pool: PgPool,
     schema: Arc<Schema>,
+    namespace: Option<Arc<str>>,
     ready: Arc<OnceCell<()>>,
 }
 
@@ -210,6 +211,7 @@ impl Store {
         Store {
             pool,
             schema: Arc::new(Schema::default_schema()),
+            namespace: None,
             ready: Arc::default(),
         }
     }
@@ -220,6 +222,15 @@ impl Store {
             schema: Arc::new(Schema::new(name)?),
             ..Store::new(pool)
         })
+    }
+
+    /// Puts transaction-scoped locks under `namespace`, as
+    /// [`PostgresBuilder::namespace`](crate::backend::postgres::PostgresBuilder::namespace)
+    /// does for session locks (the advisory key derives from `namespace:key`), so that both
+    /// kinds keep excluding each other on a key.
+    pub fn namespace(mut self, namespace: impl Into<String>) -> Self {
+        self.namespace = Some(Arc::from(namespace.into()));
+        self
     }
 
     /// Creates the schema's tables if they are missing (done on first use anyway), on a
@@ -240,7 +251,8 @@ impl Store {
     ///
     /// Waits up to `wait` by trying again, never by a blocking lock call, so "not obtained" is
     /// `Ok(None)` and never aborts the transaction. It excludes session-scoped locks on the same
-    /// key ([`crate::backend::postgres`]), and its fencing token comes from the same sequence.
+    /// key ([`crate::backend::postgres`], with the same namespace), and its fencing token comes
+    /// from the same sequence (of the same schema).
     pub async fn lock_xact(
         &self,
         tx: &mut Transaction<'_, Postgres>,
@@ -250,7 +262,10 @@ impl Store {
         let conn: &mut PgConnection = tx;
         validate_key(key)?;
         self.migrate().await?;
-        let (class, half) = advisory_key(key);
+        let (class, half) = match &self.namespace {
+            Some(ns) => advisory_key(&format!("{ns}:{key}")),
+            None => advisory_key(key),
+        };
         let sql = self.schema.sql(
             "SELECT CASE WHEN pg_try_advisory_xact_lock($1, $2) THEN nextval('{schema}.fence_seq') END",
         );
