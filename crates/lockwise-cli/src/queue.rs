@@ -10,8 +10,6 @@ use lockwise::queue::{Job, JobContext, JobId, JobStore, MysqlQueue, Queue, Worke
 use lockwise::url::BackendUrl;
 use nix::sys::signal::{Signal, killpg};
 use nix::unistd::Pid;
-use sqlx::mysql::MySqlPoolOptions;
-use sqlx::postgres::PgPoolOptions;
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::process::Command;
 use tokio::signal::unix::{SignalKind, signal};
@@ -206,6 +204,21 @@ macro_rules! on_queue {
     };
 }
 
+/// A pool that answers within 5 s; `Err(None)` when it did not answer in time.
+async fn connect_pool<DB: sqlx::Database>(
+    url: &str,
+    connections: u32,
+) -> Result<sqlx::Pool<DB>, Option<sqlx::Error>> {
+    let connect = sqlx::pool::PoolOptions::<DB>::new()
+        .max_connections(connections)
+        .acquire_timeout(Duration::from_secs(3))
+        .connect(url);
+    match tokio::time::timeout(Duration::from_secs(5), connect).await {
+        Ok(pool) => pool.map_err(Some),
+        Err(_) => Err(None),
+    }
+}
+
 async fn open(conn: &Conn, queue: &str, connections: u32) -> Result<AnyQueue, Failure> {
     let (url, postgres) = match BackendUrl::parse(&conn.url)? {
         BackendUrl::Postgres(url) => (url, true),
@@ -213,38 +226,22 @@ async fn open(conn: &Conn, queue: &str, connections: u32) -> Result<AnyQueue, Fa
         _ => return Err(usage("the queue needs a postgres:// or mysql:// URL")),
     };
     let shown = lockwise::url::redact_url(&url);
-    let unreachable = |e: &dyn std::fmt::Display| Failure {
+    let failed = |e: Option<sqlx::Error>| Failure {
         code: exit::BACKEND,
-        message: format!("cannot connect to {shown}: {e}"),
+        message: match e {
+            Some(e) => format!("cannot connect to {shown}: {e}"),
+            None => format!("no answer from {shown} within 5s"),
+        },
     };
-    let timed_out = || Failure {
-        code: exit::BACKEND,
-        message: format!("no answer from {shown} within 5s"),
-    };
-    let limit = Duration::from_secs(5);
     let queue = if postgres {
-        let pool = tokio::time::timeout(
-            limit,
-            PgPoolOptions::new()
-                .max_connections(connections)
-                .acquire_timeout(Duration::from_secs(3))
-                .connect(&url),
-        )
-        .await
-        .map_err(|_| timed_out())?
-        .map_err(|e| unreachable(&e))?;
+        let pool = connect_pool::<sqlx::Postgres>(&url, connections)
+            .await
+            .map_err(failed)?;
         AnyQueue::Pg(Queue::with_schema(pool, &conn.schema, queue)?)
     } else {
-        let pool = tokio::time::timeout(
-            limit,
-            MySqlPoolOptions::new()
-                .max_connections(connections)
-                .acquire_timeout(Duration::from_secs(3))
-                .connect(&url),
-        )
-        .await
-        .map_err(|_| timed_out())?
-        .map_err(|e| unreachable(&e))?;
+        let pool = connect_pool::<sqlx::MySql>(&url, connections)
+            .await
+            .map_err(failed)?;
         AnyQueue::My(MysqlQueue::with_prefix(pool, &conn.schema, queue)?)
     };
     on_queue!(&queue, q => q.migrate().await?);

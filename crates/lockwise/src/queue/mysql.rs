@@ -40,6 +40,16 @@ fn list(n: usize) -> String {
     vec!["?"; n].join(",")
 }
 
+type MyQuery<'q> = sqlx::query::Query<'q, sqlx::MySql, sqlx::mysql::MySqlArguments>;
+
+/// Binds `(id, attempt)` pairs for a `(id, attempt) IN (…)` made by [`pairs`].
+fn bind_pairs<'q>(mut q: MyQuery<'q>, jobs: &[(JobId, i32)]) -> MyQuery<'q> {
+    for (id, attempt) in jobs {
+        q = q.bind(id.0).bind(*attempt);
+    }
+    q
+}
+
 impl MysqlQueue {
     /// The queue `name` in tables prefixed `lockwise`.
     pub fn new(pool: MySqlPool, name: impl Into<String>) -> Self {
@@ -177,18 +187,7 @@ impl MysqlQueue {
             .await
             .map_err(db)?;
         let mut tx = conn.begin().await.map_err(db)?;
-        if !finished.is_empty() {
-            let sql = format!(
-                "UPDATE {{jobs}} SET state = 'done', finished_at = NOW(6), lease_until = NULL \
-                 WHERE state = 'running' AND (id, attempt) IN ({})",
-                pairs(finished.len())
-            );
-            let mut q = sqlx::query(self.sql(&sql));
-            for (id, attempt) in finished {
-                q = q.bind(id.0).bind(attempt);
-            }
-            q.execute(&mut *tx).await.map_err(db)?;
-        }
+        self.mark_done(&mut *tx, finished).await?;
         if limit == 0 {
             tx.commit().await.map_err(db)?;
             return Ok(Vec::new());
@@ -249,16 +248,27 @@ impl MysqlQueue {
             return Ok(0);
         }
         self.migrate().await?;
+        self.mark_done(&self.pool, finished).await
+    }
+
+    /// The compare-and-set completion shared by `claim` and `complete`.
+    async fn mark_done<'e, E>(&self, executor: E, finished: &[(JobId, i32)]) -> Result<u64>
+    where
+        E: sqlx::Executor<'e, Database = sqlx::MySql>,
+    {
+        if finished.is_empty() {
+            return Ok(0);
+        }
         let sql = format!(
             "UPDATE {{jobs}} SET state = 'done', finished_at = NOW(6), lease_until = NULL \
              WHERE state = 'running' AND (id, attempt) IN ({})",
             pairs(finished.len())
         );
-        let mut q = sqlx::query(self.sql(&sql));
-        for (id, attempt) in finished {
-            q = q.bind(id.0).bind(attempt);
-        }
-        Ok(q.execute(&self.pool).await.map_err(db)?.rows_affected())
+        let done = bind_pairs(sqlx::query(self.sql(&sql)), finished)
+            .execute(executor)
+            .await
+            .map_err(db)?;
+        Ok(done.rows_affected())
     }
 
     /// Records a failed attempt; see [`Queue::fail`](super::Queue::fail).
@@ -307,11 +317,10 @@ impl MysqlQueue {
              WHERE state = 'running' AND (id, attempt) IN ({})",
             pairs(running.len())
         );
-        let mut q = sqlx::query(self.sql(&update)).bind(micros(lease));
-        for (id, attempt) in running {
-            q = q.bind(id.0).bind(attempt);
-        }
-        q.execute(&self.pool).await.map_err(db)?;
+        bind_pairs(sqlx::query(self.sql(&update)).bind(micros(lease)), running)
+            .execute(&self.pool)
+            .await
+            .map_err(db)?;
         let select = format!(
             "SELECT CAST(id AS SIGNED) FROM {{jobs}} WHERE state = 'running' AND (id, attempt) IN ({})",
             pairs(running.len())
@@ -335,11 +344,11 @@ impl MysqlQueue {
              WHERE state = 'running' AND (id, attempt) IN ({})",
             pairs(running.len())
         );
-        let mut q = sqlx::query(self.sql(&sql));
-        for (id, attempt) in running {
-            q = q.bind(id.0).bind(attempt);
-        }
-        Ok(q.execute(&self.pool).await.map_err(db)?.rows_affected())
+        let back = bind_pairs(sqlx::query(self.sql(&sql)), running)
+            .execute(&self.pool)
+            .await
+            .map_err(db)?;
+        Ok(back.rows_affected())
     }
 
     /// Rescues jobs whose lease expired, unless another reaper is at work (`GET_LOCK`).
