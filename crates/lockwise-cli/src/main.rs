@@ -3,6 +3,7 @@
 mod child;
 mod duration;
 mod exit;
+mod lab;
 mod queue;
 mod run;
 
@@ -39,6 +40,10 @@ struct Cli {
 enum Command {
     Run(run::RunArgs),
     Queue(queue::QueueArgs),
+    Lab(lab::LabArgs),
+    /// Internal: one process of a lab scenario
+    #[command(hide = true)]
+    LabActor(lab::actor::ActorArgs),
     /// Internal: runs a queue handler so that its process tree dies with the worker
     #[command(hide = true)]
     Supervise(queue::SuperviseArgs),
@@ -72,6 +77,8 @@ fn main() -> ExitCode {
         match cli.command {
             Command::Run(args) => run::run(args).await,
             Command::Queue(args) => queue::run(args).await,
+            Command::Lab(args) => lab::run(args).await,
+            Command::LabActor(args) => lab::actor::run(args).await,
             Command::Supervise(args) => queue::supervise(args).await,
         }
     });

@@ -409,7 +409,7 @@ async fn handle(command: &[OsString], job: JobContext) -> Result<(), String> {
         .stdin(Stdio::piped())
         .stderr(Stdio::piped())
         .process_group(0);
-    crate::child::stop_with_parent(&mut cmd);
+    crate::child::stop_with_parent(&mut cmd, nix::sys::signal::Signal::SIGTERM);
     let mut child = cmd
         .spawn()
         .map_err(|e| format!("cannot start the handler: {e}"))?;

@@ -209,7 +209,7 @@ fn spawn(command: &[OsString], key: &str, guard: &Guard) -> io::Result<Child> {
         .env_remove("LOCKWISE_URL")
         // Its own process group, so that the whole tree can be signalled.
         .process_group(0);
-    crate::child::stop_with_parent(&mut command);
+    crate::child::stop_with_parent(&mut command, nix::sys::signal::Signal::SIGTERM);
     command.spawn()
 }
 

@@ -58,6 +58,31 @@ pub enum What {
         resource: String,
         /// Its fencing token, if the backend gave one.
         token: Option<u64>,
+        /// The grant's owner token (what a release compares), if known.
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        owner: Option<String>,
+    },
+    /// The process asked for the lock on `resource` and was refused: someone holds it.
+    Refused {
+        /// The lock.
+        resource: String,
+    },
+    /// The process asked the backend whether it still holds `resource`.
+    Checked {
+        /// The lock.
+        resource: String,
+        /// The answer.
+        held: bool,
+    },
+    /// The process decided not to start work (its ownership check said no).
+    Aborted {
+        /// The lock.
+        resource: String,
+    },
+    /// The process's lost-lock signal fired.
+    Lost {
+        /// The lock.
+        resource: String,
     },
     /// The process starts work it believes the lock protects.
     Enter {
@@ -69,13 +94,14 @@ pub enum What {
         /// The lock.
         resource: String,
     },
-    /// The process released the lock; `removed_owner` is whose lock the release removed
-    /// (`None` when it removed nothing).
+    /// The process released the lock; `removed` is the owner token of the lock the release
+    /// removed (`None` when it removed nothing). A release that removes a lock the process was
+    /// never granted is a wrong deletion.
     Released {
         /// The lock.
         resource: String,
-        /// The process whose lock was removed, if any.
-        removed_owner: Option<String>,
+        /// The owner token of the removed lock, if any.
+        removed: Option<String>,
     },
     /// A write to a fenced resource with `token`, accepted or refused by the resource.
     Write {
@@ -105,6 +131,11 @@ pub enum What {
         /// The job.
         job: String,
     },
+    /// Anything else worth a line in a timeline; the checker ignores it.
+    Note {
+        /// What to say.
+        text: String,
+    },
 }
 
 /// What the events show.
@@ -128,6 +159,29 @@ pub struct Verdict {
     pub jobs_done_twice: u32,
     /// Attempts numbered above the job's maximum.
     pub attempts_over_max: u32,
+    /// Each pair of processes seen inside one resource's critical section together, first
+    /// time only.
+    pub overlaps: Vec<Overlap>,
+}
+
+/// Two processes inside one critical section at the same time.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Overlap {
+    /// The lock.
+    pub resource: String,
+    /// The process that was inside first, and the one that entered while it was.
+    pub processes: [String; 2],
+    /// When the second one entered.
+    pub at: u64,
+}
+
+impl Verdict {
+    /// Whether `a` and `b` were ever inside one critical section together.
+    pub fn together(&self, a: &str, b: &str) -> bool {
+        self.overlaps
+            .iter()
+            .any(|o| o.processes.iter().any(|p| p == a) && o.processes.iter().any(|p| p == b))
+    }
 }
 
 /// Checks a history; events may come in any order (they are sorted by time).
@@ -142,12 +196,36 @@ pub fn check(events: &[Event]) -> Verdict {
     // Tokens: grants per lock, accepted writes per resource.
     let mut last_grant: HashMap<&str, u64> = HashMap::new();
     let mut highest_accepted: HashMap<&str, u64> = HashMap::new();
+    // Owner tokens each process was granted (any time: a grant is what makes a token yours).
+    let mut granted: HashSet<(&str, &str)> = HashSet::new();
+    for e in &events {
+        if let What::Acquired {
+            owner: Some(owner), ..
+        } = &e.what
+        {
+            granted.insert((&e.process, owner));
+        }
+    }
     // Queue.
     let mut enqueued: BTreeMap<&str, u32> = BTreeMap::new();
     for e in &events {
         match &e.what {
             What::Enter { resource } => {
                 let now = inside.entry(resource).or_default();
+                for other in now.iter().filter(|p| **p != e.process) {
+                    let seen = v.overlaps.iter().any(|o| {
+                        o.resource == *resource
+                            && o.processes.contains(&(*other).to_owned())
+                            && o.processes.contains(&e.process)
+                    });
+                    if !seen {
+                        v.overlaps.push(Overlap {
+                            resource: resource.clone(),
+                            processes: [(*other).to_owned(), e.process.clone()],
+                            at: e.at,
+                        });
+                    }
+                }
                 now.insert(&e.process);
                 entered.insert(&e.process);
                 v.max_inside_at_once = v.max_inside_at_once.max(now.len() as u32);
@@ -157,7 +235,9 @@ pub fn check(events: &[Event]) -> Verdict {
                     now.remove(e.process.as_str());
                 }
             }
-            What::Acquired { resource, token } => {
+            What::Acquired {
+                resource, token, ..
+            } => {
                 if let Some(token) = token {
                     if last_grant
                         .get(resource.as_str())
@@ -168,10 +248,10 @@ pub fn check(events: &[Event]) -> Verdict {
                     last_grant.insert(resource, *token);
                 }
             }
-            What::Released { removed_owner, .. } => {
-                if removed_owner
+            What::Released { removed, .. } => {
+                if removed
                     .as_deref()
-                    .is_some_and(|owner| owner != e.process)
+                    .is_some_and(|owner| !granted.contains(&(e.process.as_str(), owner)))
                 {
                     v.wrong_deletions += 1;
                 }
@@ -206,6 +286,11 @@ pub fn check(events: &[Event]) -> Verdict {
             What::JobEffect { job } => {
                 *enqueued.entry(job).or_insert(0) += 1;
             }
+            What::Refused { .. }
+            | What::Checked { .. }
+            | What::Aborted { .. }
+            | What::Lost { .. }
+            | What::Note { .. } => {}
         }
     }
     v.entered = entered.len() as u32;
@@ -239,6 +324,7 @@ mod tests {
             ev("B", 9, exit("r")),
         ]);
         assert_eq!((v.max_inside_at_once, v.entered), (1, 2));
+        assert!(v.overlaps.is_empty());
     }
 
     #[test]
@@ -252,26 +338,42 @@ mod tests {
         ]);
         assert_eq!(v.max_inside_at_once, 3);
         assert_eq!(v.entered, 4);
+        assert!(v.together("A", "C") && v.together("C", "B"));
+        assert!(!v.together("A", "D"), "different resources never overlap");
     }
 
     #[test]
     fn releases_that_remove_someone_elses_lock_are_counted() {
+        let acquired = |p: &str, owner: &str| {
+            ev(
+                p,
+                0,
+                What::Acquired {
+                    resource: "r".into(),
+                    token: None,
+                    owner: Some(owner.into()),
+                },
+            )
+        };
         let released = |p: &str, owner: Option<&str>| {
             ev(
                 p,
                 1,
                 What::Released {
                     resource: "r".into(),
-                    removed_owner: owner.map(Into::into),
+                    removed: owner.map(Into::into),
                 },
             )
         };
         let v = check(&[
-            released("A", Some("B")),
-            released("B", Some("B")),
+            acquired("A", "a1"),
+            acquired("B", "b1"),
+            released("A", Some("b1")), // A's DEL removed B's lock
+            released("B", Some("b1")),
             released("C", None),
+            released("C", Some("zz")), // never granted to C
         ]);
-        assert_eq!(v.wrong_deletions, 1);
+        assert_eq!(v.wrong_deletions, 2);
     }
 
     #[test]
@@ -294,6 +396,7 @@ mod tests {
                 What::Acquired {
                     resource: "l".into(),
                     token: Some(token),
+                    owner: None,
                 },
             )
         };
@@ -343,6 +446,7 @@ mod tests {
             What::Acquired {
                 resource: "r".into(),
                 token: Some(41),
+                owner: Some("ab".into()),
             },
         );
         let line = serde_json::to_string(&e).unwrap_or_default();

@@ -90,7 +90,9 @@ impl fmt::Debug for OwnerToken {
 /// Nanoseconds on `CLOCK_BOOTTIME`: a monotonic clock shared by every process of one boot that,
 /// unlike `CLOCK_MONOTONIC` (and so [`std::time::Instant`]), keeps counting while the machine is
 /// suspended — as a lock server's TTL does.
-pub(crate) fn boottime_nanos() -> std::io::Result<u64> {
+///
+/// [`history`](crate::history) events are stamped with it.
+pub fn boottime_nanos() -> std::io::Result<u64> {
     let ts = nix::time::clock_gettime(nix::time::ClockId::CLOCK_BOOTTIME)
         .map_err(std::io::Error::from)?;
     let secs = u64::try_from(ts.tv_sec()).unwrap_or(0);

@@ -133,6 +133,37 @@ impl FileBackend {
     }
 }
 
+/// **The wrong way, kept for the lab** (`lockwise lab unsafe-release`, `check-then-delete`):
+/// each call is one atomic step, and using them to release a lock is the bug the lab shows.
+#[cfg(feature = "lab")]
+impl FileBackend {
+    /// The owner of the live lease of `key`, read on its own: the `GET` of a check-then-delete.
+    pub async fn unchecked_owner(&self, key: &str) -> Result<Option<OwnerToken>> {
+        self.locked(key, |p, now| {
+            Ok(read_lease(&p.lease)?
+                .filter(|l| l.live_at(now))
+                .map(|l| l.owner))
+        })
+        .await
+    }
+
+    /// Removes the lease of `key` whoever holds it, like a plain `DEL`; returns the owner of
+    /// the live lease it removed.
+    pub async fn unchecked_delete(&self, key: &str) -> Result<Option<OwnerToken>> {
+        self.locked(key, |p, now| {
+            let removed = read_lease(&p.lease)?
+                .filter(|l| l.live_at(now))
+                .map(|l| l.owner);
+            match fs::remove_file(&p.lease) {
+                Err(e) if e.kind() != io::ErrorKind::NotFound => return Err(e),
+                _ => {}
+            }
+            Ok(removed)
+        })
+        .await
+    }
+}
+
 trait DirBuilderExt {
     fn mode(&mut self, mode: u32) -> &mut Self;
 }

@@ -277,6 +277,30 @@ impl RedisBackend {
         Ok(value.zip(token.and_then(|t| t.parse().ok()).map(FencingToken::new)))
     }
 
+    /// **The wrong way, kept for the lab**: the owner of the lock on `key`, read with a plain
+    /// `GET` (the first half of a check-then-delete).
+    #[cfg(feature = "lab")]
+    pub async fn unchecked_owner(&self, key: &str) -> Result<Option<OwnerToken>> {
+        let owner: Option<String> = redis::cmd("GET")
+            .arg(self.lock_name(key))
+            .query_async(&mut self.conn())
+            .await
+            .map_err(|e| self.fail("get", e))?;
+        Ok(owner.as_deref().and_then(OwnerToken::from_hex))
+    }
+
+    /// **The wrong way, kept for the lab**: deletes the lock on `key` whoever holds it, like a
+    /// plain `DEL` (sent as `GETDEL`, so the lab can tell whose lock it removed).
+    #[cfg(feature = "lab")]
+    pub async fn unchecked_delete(&self, key: &str) -> Result<Option<OwnerToken>> {
+        let owner: Option<String> = redis::cmd("GETDEL")
+            .arg(self.lock_name(key))
+            .query_async(&mut self.conn())
+            .await
+            .map_err(|e| self.fail("getdel", e))?;
+        Ok(owner.as_deref().and_then(OwnerToken::from_hex))
+    }
+
     /// Raises the fencing counter of `key` to at least `at_least`, so that the next grant's
     /// token is above it: the recovery after [`Error::StaleToken`] caused by a lost counter.
     /// Never lowers the counter. Returns its value afterwards.

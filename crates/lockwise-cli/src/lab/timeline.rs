@@ -1,0 +1,272 @@
+//! The lab's text output: timelines in the lesson's style, verdicts, the summary table.
+
+use std::time::{SystemTime, UNIX_EPOCH};
+
+use lockwise::history::{Event, Verdict, What};
+use lockwise::lease::boottime_nanos;
+
+use super::{Report, Scenario, Variant};
+
+/// Turns `CLOCK_BOOTTIME` stamps into wall-clock times of day.
+#[derive(Debug, Clone, Copy)]
+pub(super) struct Clock {
+    boot: u64,
+    wall: u128,
+}
+
+impl Clock {
+    pub(super) fn now() -> Self {
+        Clock {
+            boot: boottime_nanos().unwrap_or(0),
+            wall: SystemTime::now()
+                .duration_since(UNIX_EPOCH)
+                .map(|d| d.as_nanos())
+                .unwrap_or(0),
+        }
+    }
+
+    /// `HH:MM:SS.mmm` (UTC) of a boot-time stamp.
+    pub(super) fn format(&self, at: u64) -> String {
+        let wall = self.wall as i128 + (i128::from(at) - i128::from(self.boot));
+        let ms = (wall / 1_000_000).max(0);
+        let day_ms = ms % 86_400_000;
+        format!(
+            "{:02}:{:02}:{:02}.{:03}",
+            day_ms / 3_600_000,
+            day_ms / 60_000 % 60,
+            day_ms / 1000 % 60,
+            day_ms % 1000
+        )
+    }
+}
+
+fn title(s: Scenario) -> &'static str {
+    match s {
+        Scenario::Expiry => "expiry: a lock expires while its holder is paused (lesson exercise 1)",
+        Scenario::UnsafeRelease => {
+            "unsafe-release: a release without the owner token (lesson exercise 2)"
+        }
+        Scenario::CheckThenDelete => {
+            "check-then-delete: GET then DEL is two commands, and expiry falls between them"
+        }
+        Scenario::Fencing => "fencing: the resource rejects the paused holder's older token",
+        Scenario::QueueCrash => {
+            "queue-crash: SKIP LOCKED workers, one killed; every job done exactly once"
+        }
+    }
+}
+
+/// Prints one scenario.
+pub(super) fn print_report(clock: &Clock, report: &Report) {
+    println!("== {} ==", title(report.scenario));
+    if let Some(reason) = &report.not_run {
+        println!("   {reason}\n");
+        return;
+    }
+    for v in &report.variants {
+        print_variant(clock, report.scenario, v);
+    }
+}
+
+fn print_variant(clock: &Clock, scenario: Scenario, v: &Variant) {
+    println!("\n-- {}", v.name);
+    if !v.predicts.is_empty() {
+        println!("   the lesson predicts: {}", v.predicts);
+    }
+    let shown: Vec<&Event> = if scenario == Scenario::CheckThenDelete {
+        let (excerpt, which) = race_excerpt(&v.events);
+        if let Some((n, of)) = which {
+            println!("   (iteration {n} of {of} in full; --json has every event)");
+        }
+        excerpt
+    } else {
+        v.events.iter().collect()
+    };
+    let mut i = 0;
+    while i < shown.len() {
+        let e = shown[i];
+        // Runs of enqueued jobs read better as one line.
+        if let What::JobEnqueued { job } = &e.what {
+            let run = shown[i..]
+                .iter()
+                .take_while(|x| {
+                    x.process == e.process && matches!(x.what, What::JobEnqueued { .. })
+                })
+                .count();
+            if run > 1 {
+                let last = match &shown[i + run - 1].what {
+                    What::JobEnqueued { job } => job.as_str(),
+                    _ => "",
+                };
+                println!(
+                    "{:<6}{}  enqueued jobs {job}–{last} ({run} jobs)",
+                    format!("[{}]", e.process),
+                    clock.format(e.at)
+                );
+                i += run;
+                continue;
+            }
+        }
+        println!(
+            "{:<6}{}  {}",
+            format!("[{}]", e.process),
+            clock.format(e.at),
+            describe(e, &v.events)
+        );
+        i += 1;
+    }
+    let jobs = v
+        .events
+        .iter()
+        .any(|e| matches!(e.what, What::JobEnqueued { .. }));
+    println!("   verdict: {}", verdict_line(&v.verdict, jobs));
+    for remark in &v.remarks {
+        println!("   {remark}");
+    }
+    match &v.outcome {
+        Ok(seen) => println!("   AS PREDICTED: {seen}"),
+        Err(why) => println!("   NOT AS PREDICTED: {why}"),
+    }
+}
+
+/// The first race iteration that shows the point: a wrong deletion, else a release that found
+/// the lease expired, else the first.
+fn race_excerpt(events: &[Event]) -> (Vec<&Event>, Option<(usize, usize)>) {
+    let starts: Vec<usize> = events
+        .iter()
+        .enumerate()
+        .filter(|(_, e)| {
+            e.process == "lab"
+                && matches!(&e.what, What::Note { text } if text.starts_with("iteration "))
+        })
+        .map(|(i, _)| i)
+        .collect();
+    if starts.is_empty() {
+        return (events.iter().collect(), None);
+    }
+    let segment = |k: usize| {
+        let end = starts.get(k + 1).copied().unwrap_or(events.len());
+        &events[starts[k]..end]
+    };
+    let wrong = |seg: &[Event]| {
+        seg.iter().any(|e| match &e.what {
+            What::Released {
+                removed: Some(o), ..
+            } => owner(events, o) != Some(e.process.as_str()),
+            _ => false,
+        })
+    };
+    let expired = |seg: &[Event]| {
+        seg.iter()
+            .any(|e| matches!(&e.what, What::Released { removed: None, .. }) && e.process == "A")
+    };
+    let pick = (0..starts.len())
+        .find(|k| wrong(segment(*k)))
+        .or_else(|| (0..starts.len()).find(|k| expired(segment(*k))))
+        .unwrap_or(0);
+    (
+        segment(pick).iter().collect(),
+        Some((pick + 1, starts.len())),
+    )
+}
+
+fn owner<'a>(events: &'a [Event], token: &str) -> Option<&'a str> {
+    events.iter().find_map(|e| match &e.what {
+        What::Acquired { owner: Some(o), .. } if o == token => Some(e.process.as_str()),
+        _ => None,
+    })
+}
+
+fn describe(e: &Event, events: &[Event]) -> String {
+    match &e.what {
+        What::Acquired { token, .. } => match token {
+            Some(t) => format!("acquired: true (token {t})"),
+            None => "acquired: true".into(),
+        },
+        What::Refused { .. } => "acquired: false (someone holds the lock)".into(),
+        What::Checked { held: true, .. } => "checks ownership: the lock is still mine".into(),
+        What::Checked { held: false, .. } => {
+            "checks ownership: the lock is NOT mine any more".into()
+        }
+        What::Aborted { .. } => "does not start the work: it does not hold the lock".into(),
+        What::Lost { .. } => "lost-lock signal fires".into(),
+        What::Enter { .. } => "BEGINS work (believes it holds the lock)".into(),
+        What::Exit { .. } => "ends work".into(),
+        What::Released { removed: None, .. } => {
+            "release removed nothing (the lock was no longer its own)".into()
+        }
+        What::Released {
+            removed: Some(token),
+            ..
+        } => match owner(events, token) {
+            Some(p) if p == e.process => "released its own lock".into(),
+            Some(p) => format!("release REMOVED {p}'s LOCK"),
+            None => "release REMOVED SOMEONE ELSE'S LOCK".into(),
+        },
+        What::Write {
+            token,
+            accepted: true,
+            ..
+        } => format!("writes with token {token}: accepted"),
+        What::Write {
+            token,
+            accepted: false,
+            ..
+        } => format!("writes with token {token}: REJECTED (the resource has seen a newer token)"),
+        What::JobEnqueued { job } => format!("enqueued job {job}"),
+        What::JobAttempt {
+            job,
+            attempt,
+            max_attempts,
+        } => format!("works on job {job} (attempt {attempt} of {max_attempts})"),
+        What::JobEffect { job } => format!("applied the effect of job {job}"),
+        What::Note { text } => text.clone(),
+        _ => format!("{:?}", e.what),
+    }
+}
+
+fn verdict_line(v: &Verdict, jobs: bool) -> String {
+    let mut line = format!(
+        "{} inside at once, {} entered, {} wrong deletion(s), {} stale write(s) accepted, {} rejected",
+        v.max_inside_at_once,
+        v.entered,
+        v.wrong_deletions,
+        v.stale_writes_accepted,
+        v.stale_writes_rejected
+    );
+    if jobs || v.jobs_lost + v.jobs_done_twice + v.attempts_over_max > 0 {
+        line.push_str(&format!(
+            "; jobs lost {}, done twice {}, over budget {}",
+            v.jobs_lost, v.jobs_done_twice, v.attempts_over_max
+        ));
+    }
+    line
+}
+
+/// The table after a run of every scenario.
+pub(super) fn print_summary(reports: &[Report]) {
+    println!("\n== summary ==");
+    println!("{:<19} {:<62} result", "scenario", "variant");
+    for r in reports {
+        if let Some(reason) = &r.not_run {
+            let short = if reason.starts_with("NOT RUN") {
+                "NOT RUN (no PostgreSQL)"
+            } else {
+                "NOT RUN (not applicable)"
+            };
+            println!("{:<19} {:<62} {short}", r.scenario.name(), "-");
+            continue;
+        }
+        for v in &r.variants {
+            let result = if v.outcome.is_ok() {
+                "as predicted"
+            } else {
+                "NOT AS PREDICTED"
+            };
+            println!("{:<19} {:<62} {result}", r.scenario.name(), v.name);
+        }
+    }
+    let ran = reports.iter().filter(|r| r.not_run.is_none()).count();
+    let passed = reports.iter().filter(|r| r.passed()).count();
+    println!("\n{passed} of {ran} scenarios that ran behaved as the lesson predicts.");
+}
