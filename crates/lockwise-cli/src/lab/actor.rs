@@ -446,9 +446,12 @@ impl Actor {
                     Raw::Session => return Err(NO_DEL.into()),
                 };
                 let mine = current == Some(owner);
-                self.event(What::Checked {
-                    resource: self.resource(),
-                    held: mine,
+                self.event(What::Note {
+                    text: if mine {
+                        format!("GET returns its own token; the DEL follows {delay:?} later")
+                    } else {
+                        "GET: the lock is not its own any more; nothing to delete".into()
+                    },
                 });
                 if !mine {
                     return Ok(());
@@ -459,6 +462,9 @@ impl Actor {
             Race::Script => {
                 // Issued when the two-command version would send its DEL.
                 tokio::time::sleep(delay).await;
+                self.event(What::Note {
+                    text: "releases with the compare-and-delete script (one atomic step)".into(),
+                });
                 let released = self.locker.backend().release(&self.key, owner).await?;
                 released.then_some(owner)
             }

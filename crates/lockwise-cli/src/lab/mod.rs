@@ -240,6 +240,7 @@ pub(crate) async fn run(args: LabArgs) -> u8 {
             _ = hup.recv() => 129,
         };
         kill_children();
+        eprintln!("lockwise lab: interrupted; every actor was resumed and killed");
         std::process::exit(code);
     });
     let queue_url = args.queue_url.clone().unwrap_or_else(|| match &kind {

@@ -126,6 +126,9 @@ pub(super) async fn expiry(lab: &Lab, out: &mut Vec<Variant>) -> LabResult<()> {
     Ok(())
 }
 
+/// How long a resumed holder works before it ends.
+const WORK: Duration = Duration::from_millis(50);
+
 /// A holds the lock and is frozen past its TTL; B takes the lock and starts work; A resumes.
 /// Returns A, B and the time of A's grant. `a_first` runs on A before the freeze.
 async fn pause_past_ttl(
@@ -156,6 +159,7 @@ async fn expiry_plain(lab: &Lab) -> LabResult<Variant> {
     let key = lab.key(Scenario::Expiry, 1);
     let (mut a, mut b, _) = pause_past_ttl(lab, &key, false, &[]).await?;
     a.call(Op::Enter).await?;
+    tokio::time::sleep(WORK).await;
     a.call(Op::Exit).await?;
     a.call(Op::Release { how: How::Token }).await?;
     b.call(Op::Exit).await?;
@@ -243,7 +247,7 @@ async fn expiry_renew_long(lab: &Lab) -> LabResult<Variant> {
     let key = lab.key(Scenario::Expiry, 3);
     let (mut a, mut b, _) = pause_past_ttl(lab, &key, true, &[Op::Enter]).await?;
     // A carries on with the work it was doing when it froze.
-    tokio::time::sleep(Duration::from_millis(100)).await;
+    tokio::time::sleep(WORK).await;
     a.call(Op::Exit).await?;
     a.call(Op::Release { how: How::Token }).await?;
     b.call(Op::Exit).await?;
@@ -279,6 +283,7 @@ async fn expiry_recheck(lab: &Lab, pause_after_check: bool) -> LabResult<Variant
         a.call(Op::Check).await?;
     }
     a.call(Op::Enter).await?;
+    tokio::time::sleep(WORK).await;
     a.call(Op::Exit).await?;
     a.call(Op::Release { how: How::Token }).await?;
     b.call(Op::Exit).await?;
@@ -340,6 +345,7 @@ async fn unsafe_release_with(lab: &Lab, how: How) -> LabResult<Variant> {
     let (mut a, mut b, _) = pause_past_ttl(lab, &key, false, &[]).await?;
     let mut c = lab.spawn("C", &key, &lab.lock_extra()).await?;
     a.call(Op::Enter).await?;
+    tokio::time::sleep(WORK).await;
     a.call(Op::Exit).await?;
     a.call(Op::Release { how }).await?;
     c.call(acquire(lab.ttl, true, Duration::ZERO)).await?;

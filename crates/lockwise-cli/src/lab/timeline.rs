@@ -66,6 +66,7 @@ pub(super) fn print_report(clock: &Clock, report: &Report) {
     for v in &report.variants {
         print_variant(clock, report.scenario, v);
     }
+    println!();
 }
 
 fn print_variant(clock: &Clock, scenario: Scenario, v: &Variant) {

@@ -1,0 +1,364 @@
+//! `lockwise lab` end to end: every scenario on the file backend, on Redis and (where it
+//! applies) on PostgreSQL, judged from the JSON it prints.
+
+#![allow(clippy::unwrap_used, clippy::expect_used)]
+
+use std::process::{Command, Stdio};
+use std::time::{Duration, Instant};
+
+use lockwise_testkit::{closed_port, postgres_url, redis_url};
+use serde_json::Value;
+
+const BIN: &str = env!("CARGO_BIN_EXE_lockwise");
+
+enum Backend {
+    File(tempfile::TempDir),
+    Redis,
+    Postgres,
+}
+
+impl Backend {
+    fn file() -> Self {
+        Backend::File(tempfile::tempdir().unwrap())
+    }
+
+    fn url(&self) -> String {
+        match self {
+            Backend::File(dir) => format!("file://{}", dir.path().display()),
+            Backend::Redis => redis_url(),
+            Backend::Postgres => postgres_url(),
+        }
+    }
+}
+
+/// Runs `lockwise lab <args> --json`; returns the exit code and the document.
+fn lab(backend: &Backend, args: &[&str]) -> (i32, Value) {
+    let out = Command::new(BIN)
+        .arg("lab")
+        .args(args)
+        .args(["--json", "--url", &backend.url()])
+        .args(["--queue-url", &postgres_url()])
+        .output()
+        .unwrap();
+    let stdout = String::from_utf8(out.stdout).unwrap();
+    let doc: Value = serde_json::from_str(&stdout).unwrap_or_else(|e| {
+        panic!(
+            "stdout must hold one JSON document ({e}):\n{stdout}\nstderr:\n{}",
+            String::from_utf8_lossy(&out.stderr)
+        )
+    });
+    (out.status.code().unwrap_or(-1), doc)
+}
+
+fn variant<'a>(doc: &'a Value, name_starts: &str) -> &'a Value {
+    doc["variants"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|v| v["name"].as_str().unwrap().starts_with(name_starts))
+        .unwrap_or_else(|| panic!("no variant {name_starts:?} in {doc:#}"))
+}
+
+fn verdict(v: &Value, field: &str) -> u64 {
+    v["verdict"][field]
+        .as_u64()
+        .unwrap_or_else(|| panic!("verdict has no integer {field}: {v:#}"))
+}
+
+fn did(v: &Value, process: &str, kind: &str) -> bool {
+    v["events"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .any(|e| e["process"] == process && e["what"]["kind"] == kind)
+}
+
+fn together(v: &Value, a: &str, b: &str) -> bool {
+    v["verdict"]["overlaps"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .any(|o| {
+            let ps = o["processes"].as_array().unwrap();
+            ps.iter().any(|p| p == a) && ps.iter().any(|p| p == b)
+        })
+}
+
+/// Every event of an actor comes from that actor's own process, never from the lab.
+fn events_come_from_the_actors(doc: &Value) {
+    for v in doc["variants"].as_array().unwrap() {
+        let mut pids = std::collections::HashMap::new();
+        for e in v["events"].as_array().unwrap() {
+            let (process, pid) = (e["process"].as_str().unwrap(), e["pid"].as_u64().unwrap());
+            assert_ne!(pid, 0);
+            if let Some(seen) = pids.insert(process.to_owned(), pid) {
+                assert_eq!(seen, pid, "{process} changed pid");
+            }
+        }
+        let lab = pids.remove("lab");
+        let mut actors: Vec<u64> = pids.values().copied().collect();
+        let n = actors.len();
+        actors.sort_unstable();
+        actors.dedup();
+        assert_eq!(actors.len(), n, "every actor is its own process");
+        assert!(lab.is_none_or(|lab| !actors.contains(&lab)));
+    }
+}
+
+fn assert_predicted(code: i32, doc: &Value) {
+    assert_eq!(code, 0, "{doc:#}");
+    assert_eq!(doc["as_predicted"], true, "{doc:#}");
+    events_come_from_the_actors(doc);
+}
+
+fn expiry(backend: Backend) {
+    let (code, doc) = lab(&backend, &["expiry"]);
+    assert_predicted(code, &doc);
+    let plain = variant(&doc, "no renewal");
+    assert_eq!(verdict(plain, "max_inside_at_once"), 2);
+    assert_eq!(verdict(plain, "entered"), 2);
+    assert!(together(plain, "A", "B"));
+    let short = variant(&doc, "renewal: work twice");
+    assert_eq!(verdict(short, "max_inside_at_once"), 1);
+    let long = variant(&doc, "renewal: a pause longer");
+    assert_eq!(verdict(long, "max_inside_at_once"), 2);
+    let recheck = variant(&doc, "re-check ownership");
+    assert!(did(recheck, "A", "aborted"), "A aborted: {recheck:#}");
+    assert!(!did(recheck, "A", "enter"));
+    assert_eq!(verdict(recheck, "max_inside_at_once"), 1);
+    let after = variant(&doc, "re-check, then a pause");
+    assert_eq!(verdict(after, "max_inside_at_once"), 2);
+}
+
+#[test]
+fn expiry_on_file() {
+    expiry(Backend::file());
+}
+
+#[test]
+fn expiry_on_redis() {
+    expiry(Backend::Redis);
+}
+
+#[test]
+fn expiry_on_postgres() {
+    expiry(Backend::Postgres);
+}
+
+#[test]
+fn expiry_variant_flags_select_variants() {
+    let (code, doc) = lab(&Backend::file(), &["expiry", "--recheck"]);
+    assert_predicted(code, &doc);
+    let names: Vec<&str> = doc["variants"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|v| v["name"].as_str().unwrap())
+        .collect();
+    assert_eq!(names.len(), 2, "{names:?}");
+    assert!(names.iter().all(|n| n.starts_with("re-check")), "{names:?}");
+}
+
+fn unsafe_release(backend: Backend) {
+    let (code, doc) = lab(&backend, &["unsafe-release"]);
+    assert_predicted(code, &doc);
+    let naive = variant(&doc, "release by plain DEL");
+    assert_eq!(verdict(naive, "wrong_deletions"), 1);
+    assert!(together(naive, "B", "C"), "B and C together: {naive:#}");
+    assert_eq!(verdict(naive, "entered"), 3);
+    let token = variant(&doc, "release with the owner token");
+    assert_eq!(verdict(token, "wrong_deletions"), 0);
+    assert!(did(token, "C", "refused"));
+    assert!(!did(token, "C", "enter"));
+}
+
+#[test]
+fn unsafe_release_on_file() {
+    unsafe_release(Backend::file());
+}
+
+#[test]
+fn unsafe_release_on_redis() {
+    unsafe_release(Backend::Redis);
+}
+
+fn check_then_delete(backend: Backend) {
+    let (code, doc) = lab(&backend, &["check-then-delete", "--iterations", "20"]);
+    assert_predicted(code, &doc);
+    assert!(verdict(variant(&doc, "GET, compare, then DEL"), "wrong_deletions") >= 1);
+    assert_eq!(
+        verdict(variant(&doc, "compare-and-delete"), "wrong_deletions"),
+        0
+    );
+}
+
+#[test]
+fn check_then_delete_on_file() {
+    check_then_delete(Backend::file());
+}
+
+#[test]
+fn check_then_delete_on_redis() {
+    check_then_delete(Backend::Redis);
+}
+
+fn fencing(backend: Backend) {
+    let (code, doc) = lab(&backend, &["fencing"]);
+    assert_predicted(code, &doc);
+    let v = variant(&doc, "a fencing token");
+    assert_eq!(verdict(v, "stale_writes_rejected"), 1);
+    assert_eq!(verdict(v, "stale_writes_accepted"), 0);
+    assert_eq!(verdict(v, "max_inside_at_once"), 2);
+}
+
+#[test]
+fn fencing_on_file() {
+    fencing(Backend::file());
+}
+
+#[test]
+fn fencing_on_redis() {
+    fencing(Backend::Redis);
+}
+
+#[test]
+fn fencing_on_postgres() {
+    fencing(Backend::Postgres);
+}
+
+#[test]
+fn queue_crash_on_postgres() {
+    let (code, doc) = lab(&Backend::file(), &["queue-crash"]);
+    assert_predicted(code, &doc);
+    let v = &doc["variants"][0];
+    assert_eq!(verdict(v, "jobs_lost"), 0);
+    assert_eq!(verdict(v, "jobs_done_twice"), 0);
+    assert_eq!(verdict(v, "attempts_over_max"), 0);
+    assert!(
+        v["events"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .any(|e| e["what"]["kind"] == "job_attempt" && e["what"]["attempt"] == 2),
+        "a job of the killed worker ran again"
+    );
+}
+
+#[test]
+fn session_backends_say_the_wrong_release_does_not_apply() {
+    let (code, doc) = lab(&Backend::Postgres, &["unsafe-release"]);
+    assert_eq!(code, 69, "{doc:#}");
+    assert!(doc["not_run"].as_str().unwrap().contains("not applicable"));
+    assert_eq!(doc["as_predicted"], false);
+}
+
+#[test]
+fn queue_crash_without_postgres_is_not_run_never_passed() {
+    let out = Command::new(BIN)
+        .args(["lab", "queue-crash", "--json", "--queue-url"])
+        .arg(format!("postgres://postgres@127.0.0.1:{}/x", closed_port()))
+        .output()
+        .unwrap();
+    let doc: Value = serde_json::from_slice(&out.stdout).unwrap();
+    assert_eq!(out.status.code(), Some(69), "{doc:#}");
+    assert!(doc["not_run"].as_str().unwrap().starts_with("NOT RUN"));
+    assert_eq!(doc["as_predicted"], false);
+    assert!(doc["variants"].as_array().unwrap().is_empty());
+}
+
+#[test]
+fn bad_arguments_are_usage_errors() {
+    for args in [
+        &["lab", "--ttl", "2s", "--pause", "1s"][..],
+        &["lab", "--url", "memory:"],
+        &["lab", "--ttl", "10ms"],
+        &["lab", "nonsense"],
+        &["lab", "--iterations", "0"],
+    ] {
+        let out = Command::new(BIN).args(args).output().unwrap();
+        assert_eq!(out.status.code(), Some(64), "{args:?}");
+        assert!(out.stdout.is_empty(), "{args:?}");
+    }
+}
+
+#[test]
+fn text_report_shows_the_timeline_and_the_verdict() {
+    let backend = Backend::file();
+    let out = Command::new(BIN)
+        .args(["lab", "fencing", "--url", &backend.url()])
+        .output()
+        .unwrap();
+    let text = String::from_utf8(out.stdout).unwrap();
+    assert_eq!(out.status.code(), Some(0), "{text}");
+    for needle in [
+        "acquired: true (token 1)",
+        "A frozen with SIGSTOP",
+        "writes with token 1: REJECTED",
+        "verdict: 2 inside at once",
+        "AS PREDICTED",
+    ] {
+        assert!(text.contains(needle), "{needle:?} missing from:\n{text}");
+    }
+}
+
+/// SIGTERM while an actor is frozen: the lab resumes and kills every child, none stays stopped.
+#[test]
+fn sigterm_leaves_no_child_behind() {
+    let backend = Backend::file();
+    let url = backend.url();
+    let mut child = Command::new(BIN)
+        .args([
+            "lab", "expiry", "--ttl", "1s", "--pause", "30s", "--url", &url,
+        ])
+        .stdout(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let stdout = child.stdout.take().unwrap();
+    // The report is printed per scenario; wait until an actor exists and has been frozen.
+    let started = Instant::now();
+    let actors = || -> Vec<i32> {
+        std::fs::read_dir("/proc")
+            .unwrap()
+            .filter_map(|e| e.ok()?.file_name().to_str()?.parse::<i32>().ok())
+            .filter(|pid| {
+                std::fs::read(format!("/proc/{pid}/cmdline")).is_ok_and(|c| {
+                    let c = String::from_utf8_lossy(&c);
+                    c.contains("lab-actor") && c.contains(url.as_str())
+                })
+            })
+            .collect()
+    };
+    let stopped = |pid: i32| {
+        std::fs::read_to_string(format!("/proc/{pid}/stat")).is_ok_and(|s| {
+            s.rsplit(')')
+                .next()
+                .unwrap_or("")
+                .trim_start()
+                .starts_with('T')
+        })
+    };
+    loop {
+        assert!(
+            started.elapsed() < Duration::from_secs(20),
+            "no frozen actor appeared"
+        );
+        if actors().into_iter().any(stopped) {
+            break;
+        }
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    let pid = nix::unistd::Pid::from_raw(i32::try_from(child.id()).unwrap());
+    nix::sys::signal::kill(pid, nix::sys::signal::Signal::SIGTERM).unwrap();
+    let status = child.wait().unwrap();
+    assert_eq!(status.code(), Some(143));
+    drop(stdout);
+    let deadline = Instant::now() + Duration::from_secs(5);
+    while !actors().is_empty() {
+        assert!(
+            Instant::now() < deadline,
+            "actors left behind: {:?}",
+            actors()
+        );
+        std::thread::sleep(Duration::from_millis(20));
+    }
+}
