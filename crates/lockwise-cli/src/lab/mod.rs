@@ -707,6 +707,15 @@ impl Proc {
         self.done().await
     }
 
+    /// Ends the work and releases the lock with the owner token.
+    async fn end_work(&mut self) -> LabResult<()> {
+        self.call(Op::Exit).await?;
+        self.call(Op::Release {
+            how: proto::How::Token,
+        })
+        .await
+    }
+
     /// Waits for an event of this actor that `pick` accepts.
     async fn wait_for(&mut self, pick: impl Fn(&What) -> bool) -> LabResult<Event> {
         let name = self.name.clone();

@@ -160,10 +160,8 @@ async fn expiry_plain(lab: &Lab) -> LabResult<Variant> {
     let (mut a, mut b, _) = pause_past_ttl(lab, &key, false, &[]).await?;
     a.call(Op::Enter).await?;
     tokio::time::sleep(WORK).await;
-    a.call(Op::Exit).await?;
-    a.call(Op::Release { how: How::Token }).await?;
-    b.call(Op::Exit).await?;
-    b.call(Op::Release { how: How::Token }).await?;
+    a.end_work().await?;
+    b.end_work().await?;
     Ok(lab
         .conclude(
             vec![a, b],
@@ -213,8 +211,7 @@ async fn expiry_renew_short(lab: &Lab) -> LabResult<Variant> {
     // A works for twice its TTL in all.
     sleep_until(t0 + nanos(lab.ttl * 2)).await;
     b.call(acquire(lab.ttl, false, Duration::ZERO)).await?;
-    a.call(Op::Exit).await?;
-    a.call(Op::Release { how: How::Token }).await?;
+    a.end_work().await?;
     Ok(lab
         .conclude(
             vec![a, b],
@@ -248,10 +245,8 @@ async fn expiry_renew_long(lab: &Lab) -> LabResult<Variant> {
     let (mut a, mut b, _) = pause_past_ttl(lab, &key, true, &[Op::Enter]).await?;
     // A carries on with the work it was doing when it froze.
     tokio::time::sleep(WORK).await;
-    a.call(Op::Exit).await?;
-    a.call(Op::Release { how: How::Token }).await?;
-    b.call(Op::Exit).await?;
-    b.call(Op::Release { how: How::Token }).await?;
+    a.end_work().await?;
+    b.end_work().await?;
     Ok(lab
         .conclude(
             vec![a, b],
@@ -284,10 +279,8 @@ async fn expiry_recheck(lab: &Lab, pause_after_check: bool) -> LabResult<Variant
     }
     a.call(Op::Enter).await?;
     tokio::time::sleep(WORK).await;
-    a.call(Op::Exit).await?;
-    a.call(Op::Release { how: How::Token }).await?;
-    b.call(Op::Exit).await?;
-    b.call(Op::Release { how: How::Token }).await?;
+    a.end_work().await?;
+    b.end_work().await?;
     let procs = vec![a, b];
     if pause_after_check {
         return Ok(lab
@@ -551,10 +544,8 @@ pub(super) async fn fencing(lab: &Lab, out: &mut Vec<Variant>) -> LabResult<()> 
         value: "written by A".into(),
     })
     .await?;
-    a.call(Op::Exit).await?;
-    a.call(Op::Release { how: How::Token }).await?;
-    b.call(Op::Exit).await?;
-    b.call(Op::Release { how: How::Token }).await?;
+    a.end_work().await?;
+    b.end_work().await?;
     let stored = store.read(lab, &key).await;
     store.remove();
     lab.note(match &stored {
