@@ -362,3 +362,50 @@ fn sigterm_leaves_no_child_behind() {
         std::thread::sleep(Duration::from_millis(20));
     }
 }
+
+/// With no scenario every one runs; one that cannot run is listed as not run, never as passed,
+/// and does not fail the others.
+#[test]
+fn all_scenarios_in_one_document() {
+    let backend = Backend::file();
+    let out = Command::new(BIN)
+        .args([
+            "lab",
+            "--json",
+            "--iterations",
+            "5",
+            "--url",
+            &backend.url(),
+        ])
+        .arg("--queue-url")
+        .arg(format!("postgres://postgres@127.0.0.1:{}/x", closed_port()))
+        .output()
+        .unwrap();
+    let doc: Value = serde_json::from_slice(&out.stdout).unwrap();
+    assert_eq!(out.status.code(), Some(0), "{doc:#}");
+    let scenarios = doc["scenarios"].as_array().unwrap();
+    let names: Vec<&str> = scenarios
+        .iter()
+        .map(|s| s["scenario"].as_str().unwrap())
+        .collect();
+    assert_eq!(
+        names,
+        [
+            "expiry",
+            "unsafe-release",
+            "check-then-delete",
+            "fencing",
+            "queue-crash"
+        ]
+    );
+    for s in &scenarios[..4] {
+        assert_eq!(s["as_predicted"], true, "{s:#}");
+    }
+    assert_eq!(scenarios[4]["as_predicted"], false);
+    assert!(
+        scenarios[4]["not_run"]
+            .as_str()
+            .unwrap()
+            .starts_with("NOT RUN")
+    );
+}
