@@ -1,7 +1,7 @@
 //! PostgreSQL session-scoped advisory locks, each on a dedicated connection owned by its guard.
 //!
 //! - **Grant**: `pg_try_advisory_lock(ADVISORY_CLASS, hash)` (see
-//!   [`advisory_key`](crate::postgres::advisory_key)) and, in the same statement, the fencing
+//!   [`crate::postgres::advisory_key`]) and, in the same statement, the fencing
 //!   token from the schema's sequence (shared with transaction-scoped locks, never reissued).
 //! - **Process death**: the connection closes and the server releases the lock at once.
 //! - **A frozen process** keeps its TCP connection alive (its kernel still answers), so each
@@ -144,7 +144,7 @@ impl PostgresBackend {
     }
 
     /// The advisory-lock key of `key` under this backend's namespace (see
-    /// [`advisory_key`](crate::postgres::advisory_key)).
+    /// [`crate::postgres::advisory_key`]).
     pub fn advisory_key(&self, key: &str) -> (i32, i32) {
         advisory_key(&self.lock_name(key))
     }
