@@ -409,3 +409,27 @@ fn all_scenarios_in_one_document() {
             .starts_with("NOT RUN")
     );
 }
+
+#[test]
+fn an_unreachable_lock_server_stops_the_lab_with_69_and_no_output() {
+    let out = Command::new(BIN)
+        .args(["lab", "expiry", "--json", "--url"])
+        .arg(format!("redis://127.0.0.1:{}", closed_port()))
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(69));
+    assert!(out.stdout.is_empty());
+    assert!(String::from_utf8_lossy(&out.stderr).contains("cannot use redis://"));
+}
+
+#[test]
+fn a_user_directory_is_left_as_it_was() {
+    let backend = Backend::file();
+    let (code, doc) = lab(&backend, &["fencing"]);
+    assert_predicted(code, &doc);
+    let Backend::File(dir) = &backend else {
+        unreachable!()
+    };
+    let left: Vec<_> = std::fs::read_dir(dir.path()).unwrap().collect();
+    assert!(left.is_empty(), "{left:?}");
+}

@@ -218,6 +218,22 @@ pub(crate) async fn run(args: LabArgs) -> u8 {
             return exit::USAGE;
         }
     };
+    // A lock server that does not answer stops the lab before any scenario, rather than
+    // turning every scenario into a failure.
+    match tokio::time::timeout(Duration::from_secs(10), lockwise::Locker::connect(&url)).await {
+        Ok(Ok(_)) => {}
+        Ok(Err(e)) => {
+            eprintln!("lockwise lab: cannot use {}: {e}", redact_url(&url));
+            return exit::for_error(&e);
+        }
+        Err(_) => {
+            eprintln!(
+                "lockwise lab: {} did not answer within 10 s",
+                redact_url(&url)
+            );
+            return exit::BACKEND;
+        }
+    }
     let exe = match std::env::current_exe() {
         Ok(exe) => exe,
         Err(e) => {
@@ -639,7 +655,15 @@ impl Lab {
                     .await;
                 }
             }
-            Kind::File(_) | Kind::Mysql => {}
+            Kind::File(dir) => {
+                for key in keys {
+                    let stem = lockwise::backend::file::FileBackend::file_stem(&key);
+                    for ext in ["lock", "lease", "fence", "tmp"] {
+                        let _ = std::fs::remove_file(dir.join(format!("{stem}.{ext}")));
+                    }
+                }
+            }
+            Kind::Mysql => {}
         }
     }
 }
