@@ -112,6 +112,14 @@ pub enum What {
         /// Whether the resource accepted it.
         accepted: bool,
     },
+    /// A process read a fenced resource: its value and the token that wrote it (`None`:
+    /// nothing written yet).
+    Read {
+        /// The resource.
+        resource: String,
+        /// The value and the token that wrote it.
+        found: Option<(String, u64)>,
+    },
     /// A job was enqueued.
     JobEnqueued {
         /// The job.
@@ -197,13 +205,15 @@ pub fn check(events: &[Event]) -> Verdict {
     let mut last_grant: HashMap<&str, u64> = HashMap::new();
     let mut highest_accepted: HashMap<&str, u64> = HashMap::new();
     // Owner tokens each process was granted (any time: a grant is what makes a token yours).
-    let mut granted: HashSet<(&str, &str)> = HashSet::new();
+    let mut granted: HashSet<(&str, &str, &str)> = HashSet::new();
     for e in &events {
         if let What::Acquired {
-            owner: Some(owner), ..
+            resource,
+            owner: Some(owner),
+            ..
         } = &e.what
         {
-            granted.insert((&e.process, owner));
+            granted.insert((&e.process, resource, owner));
         }
     }
     // Queue.
@@ -248,11 +258,10 @@ pub fn check(events: &[Event]) -> Verdict {
                     last_grant.insert(resource, *token);
                 }
             }
-            What::Released { removed, .. } => {
-                if removed
-                    .as_deref()
-                    .is_some_and(|owner| !granted.contains(&(e.process.as_str(), owner)))
-                {
+            What::Released { resource, removed } => {
+                if removed.as_deref().is_some_and(|owner| {
+                    !granted.contains(&(e.process.as_str(), resource.as_str(), owner))
+                }) {
                     v.wrong_deletions += 1;
                 }
             }
@@ -287,6 +296,7 @@ pub fn check(events: &[Event]) -> Verdict {
                 *enqueued.entry(job).or_insert(0) += 1;
             }
             What::Refused { .. }
+            | What::Read { .. }
             | What::Checked { .. }
             | What::Aborted { .. }
             | What::Lost { .. }

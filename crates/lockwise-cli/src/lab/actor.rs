@@ -93,11 +93,12 @@ enum Fence {
     },
 }
 
-/// A grant held through a `Guard`, and a switch that silences its lost-signal report once
-/// the actor lets go of it on purpose.
+/// A grant held through a `Guard`, a switch that silences its lost-signal report once the
+/// actor lets go of it on purpose, and whether that report was made.
 struct Held {
     guard: Guard,
     letting_go: Arc<AtomicBool>,
+    reported: Arc<AtomicBool>,
 }
 
 struct Actor {
@@ -255,6 +256,13 @@ impl Actor {
                         resource: self.resource(),
                     });
                 } else {
+                    if self.held.as_ref().is_some_and(|h| h.guard.is_lost()) {
+                        self.event(What::Note {
+                            text: "(its guard already knows the lease ran out; this code does \
+                                   not look: it checked nothing after the pause)"
+                                .into(),
+                        });
+                    }
                     self.inside = true;
                     self.event(What::Enter {
                         resource: self.resource(),
@@ -269,8 +277,15 @@ impl Actor {
                 }
             }
             Op::Write { value } => self.write(&value).await?,
+            Op::Read => {
+                let found = self.read().await?;
+                self.event(What::Read {
+                    resource: self.resource(),
+                    found,
+                });
+            }
             Op::Release { how } => self.release(how).await?,
-            Op::RaceRelease { at, delay_ms, how } => self.race_release(at, delay_ms, how).await?,
+            Op::RaceRelease { at, delay_us, how } => self.race_release(at, delay_us, how).await?,
             Op::Grab { from, until } => {
                 sleep_until(from).await;
                 let opts = LockOptions::ttl(Duration::from_secs(5));
@@ -322,20 +337,32 @@ impl Actor {
             owner: Some(guard.owner().to_hex()),
         });
         let letting_go = Arc::new(AtomicBool::new(false));
+        let reported = Arc::new(AtomicBool::new(false));
         let lost = guard.lost_token();
-        let (quiet, role, resource) = (letting_go.clone(), self.role.clone(), self.resource());
+        let (quiet, done) = (letting_go.clone(), reported.clone());
+        let (role, resource) = (self.role.clone(), self.resource());
         tokio::spawn(async move {
             lost.cancelled().await;
-            if !quiet.load(Ordering::SeqCst) {
+            if !quiet.load(Ordering::SeqCst) && !done.swap(true, Ordering::SeqCst) {
                 emit(&Line::Event(stamp(&role, What::Lost { resource })));
             }
         });
-        self.held = Some(Held { guard, letting_go });
+        self.held = Some(Held {
+            guard,
+            letting_go,
+            reported,
+        });
     }
 
-    /// Lets go of the grant without reporting a lost signal (its release or drop fires it).
+    /// Lets go of the grant. A lost signal that fired before is reported first (the watcher
+    /// task may not have run yet); the one the release or drop itself fires is not.
     fn quiet(&mut self) -> Option<Guard> {
         let held = self.held.take()?;
+        if held.guard.is_lost() && !held.reported.swap(true, Ordering::SeqCst) {
+            self.event(What::Lost {
+                resource: self.resource(),
+            });
+        }
         held.letting_go.store(true, Ordering::SeqCst);
         Some(held.guard)
     }
@@ -392,6 +419,26 @@ impl Actor {
         Ok(())
     }
 
+    async fn read(&self) -> AnyResult<Option<(String, u64)>> {
+        let resource = self.resource();
+        Ok(match self.fence.as_ref().ok_or("no fenced resource")? {
+            Fence::File(file) => file.read()?.map(|s| (s.value, s.token)),
+            Fence::Redis(b) => b
+                .fenced_get(&resource)
+                .await?
+                .map(|(v, t)| (String::from_utf8_lossy(&v).into_owned(), t.get())),
+            Fence::Postgres { pool, schema, .. } => {
+                let row: Option<(String, i64)> = sqlx::query_as(AssertSqlSafe(format!(
+                    "SELECT value, token FROM {schema}.lab_data WHERE resource = $1"
+                )))
+                .bind(&resource)
+                .fetch_optional(pool)
+                .await?;
+                row.map(|(v, t)| (v, u64::try_from(t).unwrap_or(0)))
+            }
+        })
+    }
+
     async fn release(&mut self, how: How) -> AnyResult<()> {
         let removed = match how {
             How::Token => match (self.quiet(), self.bare.take()) {
@@ -434,9 +481,9 @@ impl Actor {
         })
     }
 
-    async fn race_release(&mut self, at: u64, delay_ms: u64, how: Race) -> AnyResult<()> {
+    async fn race_release(&mut self, at: u64, delay_us: u64, how: Race) -> AnyResult<()> {
         let (owner, _) = self.bare.take().ok_or("race release without a grant")?;
-        let delay = Duration::from_millis(delay_ms);
+        let delay = Duration::from_micros(delay_us);
         sleep_until(at).await;
         let removed = match how {
             Race::TwoCommands => {

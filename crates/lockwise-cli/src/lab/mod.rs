@@ -207,8 +207,11 @@ pub(crate) async fn run(args: LabArgs) -> u8 {
         eprintln!("lockwise lab: --ttl must be between 100ms and 60s");
         return exit::USAGE;
     }
-    if args.pause > Duration::from_secs(120) || args.gap > Duration::from_secs(1) {
-        eprintln!("lockwise lab: --pause is at most 120s and --gap at most 1s");
+    if args.pause > Duration::from_secs(120)
+        || args.gap > Duration::from_secs(1)
+        || args.gap < Duration::from_micros(100)
+    {
+        eprintln!("lockwise lab: --pause is at most 120s, --gap between 100us and 1s");
         return exit::USAGE;
     }
     let (url, kind) = match resolve_url(args.url.as_deref()) {
@@ -279,7 +282,7 @@ pub(crate) async fn run(args: LabArgs) -> u8 {
             std::process::id(),
             rand::random::<u32>() & 0xff_ffff
         ),
-        log: Arc::new(Mutex::new(Vec::new())),
+        log: Mutex::new(Arc::new(Mutex::new(Vec::new()))),
         text: !args.json,
         clock: timeline::Clock::now(),
         keys: Mutex::new(Vec::new()),
@@ -359,7 +362,11 @@ fn report_json(report: &Report) -> serde_json::Value {
 
 fn resolve_url(url: Option<&str>) -> Result<(String, Kind), String> {
     let Some(url) = url else {
-        let dir = std::env::temp_dir().join(format!("lockwise-lab-{}", std::process::id()));
+        let dir = tempfile::Builder::new()
+            .prefix("lockwise-lab-")
+            .tempdir()
+            .map_err(|e| format!("cannot create a temporary directory: {e}"))?
+            .keep();
         if let Ok(mut scratch) = SCRATCH.lock() {
             *scratch = Some(dir.clone());
         }
@@ -403,7 +410,9 @@ struct Lab {
     renew_only: bool,
     recheck_only: bool,
     run_id: String,
-    log: Arc<Mutex<Vec<Event>>>,
+    /// This variant's events. Replaced (not emptied) when a variant ends, so that a reader
+    /// of an actor from a variant that failed can never add to the next one's.
+    log: Mutex<Arc<Mutex<Vec<Event>>>>,
     text: bool,
     clock: timeline::Clock,
     /// Every key used, to clean up after.
@@ -433,14 +442,23 @@ impl Lab {
             Self::now(),
             What::Note { text: text.into() },
         );
-        if let Ok(mut log) = self.log.lock() {
+        if let Ok(mut log) = self.current_log().lock() {
             log.push(event);
         }
     }
 
+    fn current_log(&self) -> Arc<Mutex<Vec<Event>>> {
+        self.log.lock().map(|log| log.clone()).unwrap_or_default()
+    }
+
+    /// Ends the variant's log and returns its events in time order.
     fn take_events(&self) -> Vec<Event> {
-        let mut events = self
+        let old = self
             .log
+            .lock()
+            .map(|mut log| std::mem::take(&mut *log))
+            .unwrap_or_default();
+        let mut events = old
             .lock()
             .map(|mut log| std::mem::take(&mut *log))
             .unwrap_or_default();
@@ -450,7 +468,8 @@ impl Lab {
 
     /// The time of `process`'s latest event that `pick` accepts.
     fn last(&self, process: &str, pick: impl Fn(&What) -> bool) -> Option<Event> {
-        let log = self.log.lock().ok()?;
+        let log = self.current_log();
+        let log = log.lock().ok()?;
         log.iter()
             .rev()
             .find(|e| e.process == process && pick(&e.what))
@@ -461,6 +480,21 @@ impl Lab {
     /// stops, its renewal task included.
     fn freeze(&self, proc: &Proc, how_long: Duration, renewing: bool) {
         let _ = kill(Pid::from_raw(proc.pid), Signal::SIGSTOP);
+        if let Kind::File(dir) = &self.kind {
+            // A renewing actor holds the key's flock for a few microseconds every ttl/3; frozen
+            // inside that window it would block everyone else until thawed. Never leave it so.
+            let stem = lockwise::backend::file::FileBackend::file_stem(&proc.key);
+            let path = dir.join(format!("{stem}.lock"));
+            for _ in 0..1000 {
+                let free = std::fs::File::open(&path).map_or(true, |f| f.try_lock().is_ok());
+                if free {
+                    break;
+                }
+                let _ = kill(Pid::from_raw(proc.pid), Signal::SIGCONT);
+                std::thread::sleep(Duration::from_millis(1));
+                let _ = kill(Pid::from_raw(proc.pid), Signal::SIGSTOP);
+            }
+        }
         self.note(format!(
             "{} frozen with SIGSTOP for {} (a GC pause, a VM migration, swapping){}",
             proc.name,
@@ -514,7 +548,7 @@ impl Lab {
             .take()
             .ok_or_else(|| LabError("no stdout".into()))?;
         let (tx, rx) = mpsc::unbounded_channel();
-        let log = self.log.clone();
+        let log = self.current_log();
         let reader = tokio::spawn(async move {
             let mut lines = BufReader::new(stdout).lines();
             while let Ok(Some(line)) = lines.next_line().await {
@@ -531,6 +565,7 @@ impl Lab {
         });
         let mut proc = Proc {
             name: name.to_owned(),
+            key: key.to_owned(),
             pid,
             stdin: child.stdin.take(),
             child,
@@ -682,6 +717,7 @@ fn kill_children_of_variant() {
 /// One actor process.
 struct Proc {
     name: String,
+    key: String,
     pid: i32,
     child: Child,
     stdin: Option<ChildStdin>,
@@ -776,6 +812,13 @@ impl Proc {
         if let Some(reader) = self.reader.take() {
             let _ = reader.await;
         }
+    }
+}
+
+impl Drop for Proc {
+    /// `kill_on_drop` kills and reaps the child; forget its pid first, so that no later
+    /// signal can reach a process that reused it.
+    fn drop(&mut self) {
         if let Ok(mut children) = CHILDREN.lock() {
             children.retain(|p| *p != self.pid);
         }

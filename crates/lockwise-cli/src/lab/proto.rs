@@ -28,11 +28,13 @@ pub(crate) enum Op {
     Exit,
     /// Write `value` to the fenced resource with the grant's token.
     Write { value: String },
+    /// Read the fenced resource.
+    Read,
     /// Release the grant.
     Release { how: How },
-    /// At `at` (boot-time ns), release the raw lease the way `how` says, with `delay_ms`
+    /// At `at` (boot-time ns), release the raw lease the way `how` says, with `delay_us`
     /// between the check and the delete.
-    RaceRelease { at: u64, delay_ms: u64, how: Race },
+    RaceRelease { at: u64, delay_us: u64, how: Race },
     /// From `from` to `until` (boot-time ns), try to acquire as fast as possible.
     Grab { from: u64, until: u64 },
     /// Enqueue `jobs` jobs.

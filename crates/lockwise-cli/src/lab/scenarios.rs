@@ -184,7 +184,9 @@ async fn expiry_plain(lab: &Lab) -> LabResult<Variant> {
                 (
                     outcome,
                     vec![
-                        "No TTL fixes this: A cannot know its lock expired while it was frozen."
+                        "No TTL fixes this: while frozen, A cannot notice anything; once resumed, \
+                         only a check it makes (re-check variants) or a token the resource \
+                         checks (fencing) can stop it."
                             .into(),
                     ],
                 )
@@ -413,8 +415,10 @@ async fn race(lab: &Lab, how: Race) -> LabResult<Variant> {
     let gap = lab.gap;
     let iterations = lab.iterations;
     for i in 0..iterations {
-        // Sweep the release across the expiry: from `2 × gap` before it to right at it.
-        let before = nanos(gap * 2) * u64::from(iterations - i) / u64::from(iterations);
+        // Sweep the release across the window: from `2 × gap` before the expiry to right at
+        // it, at the middle of each of `iterations` equal steps (one iteration: `gap`).
+        let before =
+            nanos(gap * 2) * (2 * u64::from(iterations - i) - 1) / (2 * u64::from(iterations));
         lab.note(format!(
             "iteration {}: A's release starts {:.1} ms before its TTL runs out (counted from when A recorded its grant)",
             i + 1,
@@ -433,7 +437,7 @@ async fn race(lab: &Lab, how: Race) -> LabResult<Variant> {
         .await?;
         a.call(Op::RaceRelease {
             at,
-            delay_ms: ms(gap),
+            delay_us: u64::try_from(gap.as_micros()).unwrap_or(u64::MAX),
             how,
         })
         .await?;
@@ -500,33 +504,40 @@ pub(super) async fn fencing(lab: &Lab, out: &mut Vec<Variant>) -> LabResult<()> 
     let key = lab.key(Scenario::Fencing, 1);
     let mut extra = lab.lock_extra();
     let fenced_path = |dir: &std::path::Path| dir.join(format!("{}.fenced", key.replace(':', "-")));
-    let (fence, store) = match &lab.kind {
-        Kind::Redis(_) => ("redis".to_owned(), Store::Redis),
+    let mut file = None;
+    let fence = match &lab.kind {
+        Kind::Redis(_) => "redis".to_owned(),
         Kind::Postgres(url) => {
             let schema = lab
                 .pg_schema()
                 .ok_or_else(|| LabError("no schema".into()))?;
             prepare_pg_fence(url, &schema).await?;
-            ("postgres".to_owned(), Store::Postgres(url.clone(), schema))
+            "postgres".to_owned()
         }
         Kind::File(dir) => {
             let path = fenced_path(dir);
-            (
-                format!("file:{}", path.display()),
-                Store::File(FencedFile::new(path)),
-            )
+            file = Some(FencedFile::new(&path));
+            format!("file:{}", path.display())
         }
         Kind::Mysql => {
             let path = fenced_path(&std::env::temp_dir());
-            (
-                format!("file:{}", path.display()),
-                Store::File(FencedFile::new(path)),
-            )
+            file = Some(FencedFile::new(&path));
+            format!("file:{}", path.display())
         }
     };
     extra.fence = Some(fence);
-    let mut a = lab.spawn("A", &key, &extra).await?;
-    let mut b = lab.spawn("B", &key, &extra).await?;
+    let result = fencing_with(lab, &key, &extra).await;
+    // (Redis keys and the PostgreSQL schema go in the lab's clean-up.)
+    if let Some(file) = file {
+        file.remove();
+    }
+    out.push(result?);
+    Ok(())
+}
+
+async fn fencing_with(lab: &Lab, key: &str, extra: &Extra) -> LabResult<Variant> {
+    let mut a = lab.spawn("A", key, extra).await?;
+    let mut b = lab.spawn("B", key, extra).await?;
     a.call(acquire(lab.ttl, false, Duration::ZERO)).await?;
     let t0 = lab.granted_at("A").await?;
     lab.freeze(&a, lab.pause, false);
@@ -544,38 +555,33 @@ pub(super) async fn fencing(lab: &Lab, out: &mut Vec<Variant>) -> LabResult<()> 
         value: "written by A".into(),
     })
     .await?;
+    a.call(Op::Read).await?;
     a.end_work().await?;
     b.end_work().await?;
-    let stored = store.read(lab, &key).await;
-    store.remove();
-    lab.note(match &stored {
-        Ok(Some((value, token))) => {
-            format!("the resource holds {value:?}, written with token {token}")
-        }
-        Ok(None) => "the resource holds nothing".to_owned(),
-        Err(e) => format!("cannot read the resource: {e}"),
-    });
-    let stored = stored.ok().flatten();
-    out.push(
-        lab.conclude(
+    Ok(lab
+        .conclude(
             vec![a, b],
             "a fencing token checked by the resource",
             "both believe they hold the lock, but the resource refuses A's older token; the data is B's",
-            move |events, v| {
+            |events, v| {
                 let b_token = events.iter().find_map(|e| match &e.what {
                     What::Acquired { token, .. } if e.process == "B" => *token,
                     _ => None,
                 });
-                let data_is_b = stored
-                    .as_ref()
-                    .is_some_and(|(value, token)| value == "written by B" && Some(*token) == b_token);
+                let data_is_b = events.iter().any(|e| match &e.what {
+                    What::Read {
+                        found: Some((value, token)),
+                        ..
+                    } => value == "written by B" && Some(*token) == b_token,
+                    _ => false,
+                });
                 let outcome = expect(
                     "B wrote with the newer token; A woke up and wrote with its older token and \
                      the resource refused it; the stored data is B's",
                     &[
                         (v.stale_writes_rejected == 1, "one stale write rejected"),
                         (v.stale_writes_accepted == 0, "no stale write accepted"),
-                        (data_is_b, "the stored data is B's"),
+                        (data_is_b, "A read back B's data"),
                     ],
                 );
                 (
@@ -584,48 +590,7 @@ pub(super) async fn fencing(lab: &Lab, out: &mut Vec<Variant>) -> LabResult<()> 
                 )
             },
         )
-        .await,
-    );
-    Ok(())
-}
-
-/// Where the fencing scenario's resource lives.
-enum Store {
-    File(FencedFile),
-    Redis,
-    Postgres(String, String),
-}
-
-impl Store {
-    async fn read(&self, lab: &Lab, key: &str) -> LabResult<Option<(String, u64)>> {
-        match self {
-            Store::File(file) => Ok(file.read()?.map(|s| (s.value, s.token))),
-            Store::Redis => {
-                let Kind::Redis(url) = &lab.kind else {
-                    return Ok(None);
-                };
-                let backend = lockwise::backend::redis::RedisBackend::connect(url).await?;
-                let found = backend.fenced_get(key).await?;
-                Ok(found.map(|(v, t)| (String::from_utf8_lossy(&v).into_owned(), t.get())))
-            }
-            Store::Postgres(url, schema) => {
-                let pool = PgPoolOptions::new().max_connections(1).connect(url).await?;
-                let row: Option<(String, i64)> = sqlx::query_as(AssertSqlSafe(format!(
-                    "SELECT value, token FROM {schema}.lab_data WHERE resource = $1"
-                )))
-                .bind(key)
-                .fetch_optional(&pool)
-                .await?;
-                Ok(row.map(|(v, t)| (v, u64::try_from(t).unwrap_or(0))))
-            }
-        }
-    }
-
-    fn remove(&self) {
-        if let Store::File(file) = self {
-            file.remove();
-        }
-    }
+        .await)
 }
 
 async fn prepare_pg_fence(url: &str, schema: &str) -> LabResult<()> {
@@ -784,7 +749,6 @@ async fn queue_crash_in(
                             retried >= 1,
                             "the killed worker's jobs were rescued and re-run",
                         ),
-                        (effects == i64::from(JOBS), "one effect row per job"),
                     ],
                 );
                 (outcome, Vec::new())

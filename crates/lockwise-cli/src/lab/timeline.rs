@@ -214,6 +214,11 @@ fn describe(e: &Event, events: &[Event]) -> String {
             accepted: false,
             ..
         } => format!("writes with token {token}: REJECTED (the resource has seen a newer token)"),
+        What::Read {
+            found: Some((value, token)),
+            ..
+        } => format!("reads the resource: {value:?}, written with token {token}"),
+        What::Read { found: None, .. } => "reads the resource: nothing written".into(),
         What::JobEnqueued { job } => format!("enqueued job {job}"),
         What::JobAttempt {
             job,
