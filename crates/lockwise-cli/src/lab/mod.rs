@@ -76,8 +76,8 @@ postgres:// URL, else postgres://postgres@127.0.0.1:5432/postgres; without one i
 as NOT RUN. --ttl 5s --pause 10s gives the lesson's own numbers.
 
 Exit status: 0 when every scenario that ran showed what the lesson predicts (including the
-violations it predicts), 1 when one did not, 64 on bad arguments, 69 when the one scenario
-asked for could not run."
+violations it predicts), 1 when one did not, 64 on bad arguments, 69 when the lock server
+does not answer or the one scenario asked for could not run."
 )]
 pub(crate) struct LabArgs {
     /// The scenario to run (default: all of them, with a summary)
@@ -105,7 +105,7 @@ pub(crate) struct LabArgs {
     #[arg(long, default_value = "5ms", value_parser = duration::parse)]
     gap: Duration,
     /// queue-crash: the PostgreSQL server for the queue
-    #[arg(long, env = "LOCKWISE_LAB_QUEUE_URL")]
+    #[arg(long, env = "LOCKWISE_LAB_QUEUE_URL", hide_env_values = true)]
     queue_url: Option<String>,
     /// Print one JSON document (and nothing else) on stdout
     #[arg(long)]
