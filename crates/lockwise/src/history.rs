@@ -74,7 +74,8 @@ pub enum What {
         /// The answer.
         held: bool,
     },
-    /// The process decided not to start work (its ownership check said no).
+    /// The process decided not to start work: its ownership check said no, or it holds no
+    /// lock.
     Aborted {
         /// The lock.
         resource: String,

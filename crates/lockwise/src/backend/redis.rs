@@ -290,7 +290,8 @@ impl RedisBackend {
     }
 
     /// **The wrong way, kept for the lab**: deletes the lock on `key` whoever holds it, like a
-    /// plain `DEL` (sent as `GETDEL`, so the lab can tell whose lock it removed).
+    /// plain `DEL` (sent as `GETDEL`, Redis 6.2 or later, so the lab can tell whose lock it
+    /// removed).
     #[cfg(feature = "lab")]
     pub async fn unchecked_delete(&self, key: &str) -> Result<Option<OwnerToken>> {
         let owner: Option<String> = redis::cmd("GETDEL")
