@@ -87,6 +87,18 @@ fn together(v: &Value, a: &str, b: &str) -> bool {
 /// Every event of an actor comes from that actor's own process, never from the lab.
 fn events_come_from_the_actors(doc: &Value) {
     for v in doc["variants"].as_array().unwrap() {
+        // The pid in each actor's events is the pid of the process the lab started for it.
+        let started = v["actors"].as_object().unwrap();
+        assert!(!started.is_empty(), "{v:#}");
+        for e in v["events"].as_array().unwrap() {
+            if e["process"] != "lab" {
+                let process = e["process"].as_str().unwrap();
+                assert_eq!(
+                    e["pid"], started[process],
+                    "{process}'s event came from elsewhere"
+                );
+            }
+        }
         let mut pids = std::collections::HashMap::new();
         for e in v["events"].as_array().unwrap() {
             let (process, pid) = (e["process"].as_str().unwrap(), e["pid"].as_u64().unwrap());

@@ -144,6 +144,8 @@ struct Variant {
     outcome: Result<String, String>,
     /// Extra lines for the text report (counts, the stored value, …).
     remarks: Vec<String>,
+    /// The actor processes the lab started for it: role and pid.
+    actors: Vec<(String, u32)>,
 }
 
 /// What one scenario showed.
@@ -286,6 +288,7 @@ pub(crate) async fn run(args: LabArgs) -> u8 {
         text: !args.json,
         clock: timeline::Clock::now(),
         keys: Mutex::new(Vec::new()),
+        spawned: Mutex::new(Vec::new()),
     };
     let scenarios: Vec<Scenario> = match args.scenario {
         Some(one) => vec![one],
@@ -345,6 +348,7 @@ fn report_json(report: &Report) -> serde_json::Value {
                 "events": v.events,
                 "verdict": v.verdict,
                 "remarks": v.remarks,
+                "actors": v.actors.iter().map(|(name, pid)| (name.clone(), json!(pid))).collect::<serde_json::Map<_, _>>(),
             })
         })
         .collect();
@@ -417,6 +421,8 @@ struct Lab {
     clock: timeline::Clock,
     /// Every key used, to clean up after.
     keys: Mutex<Vec<String>>,
+    /// The actors started for the current variant.
+    spawned: Mutex<Vec<(String, u32)>>,
 }
 
 impl Lab {
@@ -464,6 +470,13 @@ impl Lab {
             .unwrap_or_default();
         events.sort_by_key(|e| e.at);
         events
+    }
+
+    fn take_actors(&self) -> Vec<(String, u32)> {
+        self.spawned
+            .lock()
+            .map(|mut s| std::mem::take(&mut *s))
+            .unwrap_or_default()
     }
 
     /// The time of `process`'s latest event that `pick` accepts.
@@ -543,6 +556,9 @@ impl Lab {
         if let Ok(mut children) = CHILDREN.lock() {
             children.push(pid);
         }
+        if let Ok(mut spawned) = self.spawned.lock() {
+            spawned.push((name.to_owned(), pid.unsigned_abs()));
+        }
         let stdout = child
             .stdout
             .take()
@@ -607,6 +623,7 @@ impl Lab {
                 events,
                 outcome: Err(format!("the scenario could not finish: {e}")),
                 remarks: Vec::new(),
+                actors: self.take_actors(),
             });
         }
         report
@@ -645,6 +662,7 @@ impl Lab {
             verdict,
             outcome,
             remarks,
+            actors: self.take_actors(),
         }
     }
 

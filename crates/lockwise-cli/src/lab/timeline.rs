@@ -74,6 +74,14 @@ fn print_variant(clock: &Clock, scenario: Scenario, v: &Variant) {
     if !v.predicts.is_empty() {
         println!("   the lesson predicts: {}", v.predicts);
     }
+    if !v.actors.is_empty() {
+        let actors: Vec<String> = v
+            .actors
+            .iter()
+            .map(|(name, pid)| format!("{name} (pid {pid})"))
+            .collect();
+        println!("   processes: {}", actors.join(", "));
+    }
     let shown: Vec<&Event> = if scenario == Scenario::CheckThenDelete {
         let (excerpt, which) = race_excerpt(&v.events);
         if let Some((n, of)) = which {
