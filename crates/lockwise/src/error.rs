@@ -109,6 +109,7 @@ impl Error {
         }
     }
 
+    #[cfg(any(feature = "redis", feature = "postgres", feature = "mysql"))]
     pub(crate) fn backend_msg(backend: &'static str, message: impl Into<String>) -> Self {
         Error::Backend {
             backend,

@@ -100,6 +100,17 @@ pub fn boottime_nanos() -> std::io::Result<u64> {
     Ok(secs.saturating_mul(1_000_000_000).saturating_add(nanos))
 }
 
+/// The key a lock is stored under when its backend has a namespace: `namespace:key`. Fixed
+/// forever (it feeds advisory keys and `GET_LOCK` names), and shared by every place that
+/// derives one, so that session and transaction locks under one namespace exclude each other.
+#[cfg(any(feature = "postgres", feature = "mysql"))]
+pub(crate) fn namespaced<'a>(namespace: Option<&str>, key: &'a str) -> std::borrow::Cow<'a, str> {
+    match namespace {
+        Some(ns) => format!("{ns}:{key}").into(),
+        None => key.into(),
+    }
+}
+
 /// The safety margin subtracted from a TTL; see the [module docs](self).
 pub fn drift(ttl: Duration) -> Duration {
     ttl / 100 + Duration::from_millis(2)

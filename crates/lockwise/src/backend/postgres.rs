@@ -150,10 +150,7 @@ impl PostgresBackend {
     }
 
     fn lock_name(&self, key: &str) -> String {
-        match &self.inner.namespace {
-            Some(ns) => format!("{ns}:{key}"),
-            None => key.to_owned(),
-        }
+        crate::lease::namespaced(self.inner.namespace.as_deref(), key).into_owned()
     }
 
     fn fail(&self, what: &str, e: sqlx::Error) -> Error {

@@ -262,10 +262,7 @@ impl Store {
         let conn: &mut PgConnection = tx;
         validate_key(key)?;
         self.migrate().await?;
-        let (class, half) = match &self.namespace {
-            Some(ns) => advisory_key(&format!("{ns}:{key}")),
-            None => advisory_key(key),
-        };
+        let (class, half) = advisory_key(&crate::lease::namespaced(self.namespace.as_deref(), key));
         let sql = self.schema.sql(
             "SELECT CASE WHEN pg_try_advisory_xact_lock($1, $2) THEN nextval('{schema}.fence_seq') END",
         );
