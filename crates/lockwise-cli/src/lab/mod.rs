@@ -186,12 +186,19 @@ static CHILDREN: Mutex<Vec<i32>> = Mutex::new(Vec::new());
 /// A directory the lab created, removed on the way out.
 static SCRATCH: Mutex<Option<PathBuf>> = Mutex::new(None);
 
+/// Resumes and kills every actor still running (a stopped one included).
 fn kill_children() {
-    let pids: Vec<i32> = CHILDREN.lock().map(|c| c.clone()).unwrap_or_default();
+    let pids: Vec<i32> = CHILDREN
+        .lock()
+        .map(|mut c| std::mem::take(&mut *c))
+        .unwrap_or_default();
     for pid in pids {
         let _ = kill(Pid::from_raw(pid), Signal::SIGCONT);
         let _ = kill(Pid::from_raw(pid), Signal::SIGKILL);
     }
+}
+
+fn remove_scratch() {
     if let Some(dir) = SCRATCH.lock().ok().and_then(|mut d| d.take()) {
         let _ = std::fs::remove_dir_all(dir);
     }
@@ -261,6 +268,7 @@ pub(crate) async fn run(args: LabArgs) -> u8 {
             _ = hup.recv() => 129,
         };
         kill_children();
+        remove_scratch();
         eprintln!("lockwise lab: interrupted; every actor was resumed and killed");
         std::process::exit(code);
     });
@@ -614,7 +622,7 @@ impl Lab {
             Scenario::QueueCrash => scenarios::queue_crash(self, &mut report).await,
         };
         if let Err(e) = result {
-            kill_children_of_variant();
+            kill_children();
             let events = self.take_events();
             report.variants.push(Variant {
                 name: "(stopped)".into(),
@@ -669,9 +677,7 @@ impl Lab {
     /// Removes what the run left on the backend: best effort, a failure only leaves keys
     /// named `lab:*` behind.
     async fn clean_up(&self) {
-        if let Some(dir) = SCRATCH.lock().ok().and_then(|mut d| d.take()) {
-            let _ = std::fs::remove_dir_all(dir);
-        }
+        remove_scratch();
         let keys: Vec<String> = self.keys.lock().map(|k| k.clone()).unwrap_or_default();
         match &self.kind {
             Kind::Redis(url) => {
@@ -718,17 +724,6 @@ impl Lab {
             }
             Kind::Mysql => {}
         }
-    }
-}
-
-fn kill_children_of_variant() {
-    let pids: Vec<i32> = CHILDREN
-        .lock()
-        .map(|mut c| std::mem::take(&mut *c))
-        .unwrap_or_default();
-    for pid in pids {
-        let _ = kill(Pid::from_raw(pid), Signal::SIGCONT);
-        let _ = kill(Pid::from_raw(pid), Signal::SIGKILL);
     }
 }
 

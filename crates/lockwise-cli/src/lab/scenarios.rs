@@ -88,7 +88,7 @@ impl Lab {
         t0 + nanos(self.ttl) + nanos((self.ttl / 10).max(Duration::from_millis(30)))
     }
 
-    async fn granted_at(&self, process: &str) -> LabResult<u64> {
+    fn granted_at(&self, process: &str) -> LabResult<u64> {
         self.last(process, is_acquired)
             .map(|e| e.at)
             .ok_or_else(|| LabError(format!("{process} was not granted the lock")))
@@ -141,7 +141,7 @@ async fn pause_past_ttl(
     let mut a = lab.spawn("A", key, &extra).await?;
     let mut b = lab.spawn("B", key, &extra).await?;
     a.call(acquire(lab.ttl, a_renews, Duration::ZERO)).await?;
-    let t0 = lab.granted_at("A").await?;
+    let t0 = lab.granted_at("A")?;
     for op in a_first {
         a.call(op.clone()).await?;
     }
@@ -201,7 +201,7 @@ async fn expiry_renew_short(lab: &Lab) -> LabResult<Variant> {
     let mut a = lab.spawn("A", &key, &extra).await?;
     let mut b = lab.spawn("B", &key, &extra).await?;
     a.call(acquire(lab.ttl, true, Duration::ZERO)).await?;
-    let t0 = lab.granted_at("A").await?;
+    let t0 = lab.granted_at("A")?;
     a.call(Op::Enter).await?;
     sleep_until(t0 + nanos(lab.ttl / 4)).await;
     let short = lab.ttl / 2;
@@ -428,7 +428,7 @@ async fn race(lab: &Lab, how: Race) -> LabResult<Variant> {
             ttl_ms: ms(RACE_TTL),
         })
         .await?;
-        let t0 = lab.granted_at("A").await?;
+        let t0 = lab.granted_at("A")?;
         let at = (t0 + nanos(RACE_TTL)).saturating_sub(before);
         b.send(&Op::Grab {
             from: at,
@@ -539,7 +539,7 @@ async fn fencing_with(lab: &Lab, key: &str, extra: &Extra) -> LabResult<Variant>
     let mut a = lab.spawn("A", key, extra).await?;
     let mut b = lab.spawn("B", key, extra).await?;
     a.call(acquire(lab.ttl, false, Duration::ZERO)).await?;
-    let t0 = lab.granted_at("A").await?;
+    let t0 = lab.granted_at("A")?;
     lab.freeze(&a, lab.pause, false);
     sleep_until(lab.after_expiry(t0)).await;
     b.call(acquire(lab.ttl, true, lab.pause)).await?;
