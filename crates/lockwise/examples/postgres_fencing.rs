@@ -19,10 +19,7 @@ async fn main() -> Result<(), Box<dyn std::error::Error>> {
     let url = std::env::var("LOCKWISE_POSTGRES_URL")
         .unwrap_or_else(|_| "postgres://postgres@127.0.0.1:5432/test".into());
     let schema = &format!("lockwise_example_{}", std::process::id());
-    let pool = PgPoolOptions::new()
-        .connect(&url)
-        .await
-        .map_err(Error::from_sqlx)?;
+    let pool = PgPoolOptions::new().connect(&url).await?;
     let store = Store::with_schema(pool.clone(), schema)?;
     let locker = Locker::new(
         PostgresBackend::builder(&url)
@@ -46,11 +43,11 @@ async fn main() -> Result<(), Box<dyn std::error::Error>> {
     let newer = second.token();
 
     // The newer holder writes first …
-    let mut tx = pool.begin().await.map_err(Error::from_sqlx)?;
+    let mut tx = pool.begin().await?;
     store.fence(&mut tx, "report-42", newer).await?;
-    tx.commit().await.map_err(Error::from_sqlx)?;
+    tx.commit().await?;
     // … then the older one, which paused and still believes it holds the lock: refused.
-    let mut tx = pool.begin().await.map_err(Error::from_sqlx)?;
+    let mut tx = pool.begin().await?;
     match store.fence(&mut tx, "report-42", older).await {
         Err(Error::StaleToken {
             presented, current, ..
@@ -63,12 +60,12 @@ async fn main() -> Result<(), Box<dyn std::error::Error>> {
     second.release().await?;
 
     // A transaction-scoped lock, released by the commit.
-    let mut tx = pool.begin().await.map_err(Error::from_sqlx)?;
+    let mut tx = pool.begin().await?;
     let lock = store
         .lock_xact(&mut tx, "invoice-7", Duration::from_secs(1))
         .await?;
     println!("transaction lock: {:?}", lock.map(|l| l.token()));
-    tx.commit().await.map_err(Error::from_sqlx)?;
+    tx.commit().await?;
 
     // An effect that runs once, however many instances try.
     for attempt in 1..=2 {
@@ -85,7 +82,6 @@ async fn main() -> Result<(), Box<dyn std::error::Error>> {
 
     sqlx::query(sqlx::AssertSqlSafe(format!("DROP SCHEMA {schema} CASCADE")))
         .execute(&pool)
-        .await
-        .map_err(Error::from_sqlx)?;
+        .await?;
     Ok(())
 }

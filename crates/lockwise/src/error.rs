@@ -77,6 +77,15 @@ pub enum Error {
     },
 }
 
+/// A database error from sqlx is a backend failure, so `?` works on sqlx calls inside a
+/// function that returns [`lockwise::Result`](crate::Result).
+#[cfg(any(feature = "postgres", feature = "mysql"))]
+impl From<sqlx::Error> for Error {
+    fn from(e: sqlx::Error) -> Self {
+        Error::backend("sql", format!("database error: {e}"), e)
+    }
+}
+
 impl Error {
     /// Whether trying again later may succeed: true for backend failures only.
     pub fn is_transient(&self) -> bool {
@@ -91,10 +100,11 @@ impl Error {
         )
     }
 
-    /// Wraps a database error from sqlx as a backend failure.
+    /// Wraps a database error from sqlx as a backend failure; the same as `Error::from(e)`,
+    /// so in your own code `?` does it.
     #[cfg(any(feature = "postgres", feature = "mysql"))]
     pub fn from_sqlx(e: sqlx::Error) -> Self {
-        Error::backend("sql", format!("database error: {e}"), e)
+        e.into()
     }
 
     pub(crate) fn backend(

@@ -45,6 +45,7 @@
 //! ```
 
 pub mod backend;
+mod db;
 pub mod election;
 mod error;
 mod guard;
@@ -56,6 +57,8 @@ mod options;
 pub mod postgres;
 #[cfg(feature = "postgres")]
 pub mod queue;
+#[cfg(feature = "postgres")]
+pub mod singleton;
 pub mod url;
 
 pub use election::{Election, Role};
@@ -64,3 +67,5 @@ pub use guard::Guard;
 pub use lease::{FencingToken, MAX_KEY_LEN, MAX_TTL, MIN_TTL, OwnerToken};
 pub use locker::Locker;
 pub use options::{LockOptions, Retry};
+#[cfg(feature = "postgres")]
+pub use singleton::Singleton;

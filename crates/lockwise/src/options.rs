@@ -164,16 +164,32 @@ impl Retry {
 
     /// The pause before the next attempt, or `None` to give up.
     pub fn next_backoff(&mut self) -> Option<Duration> {
-        if self.limit.is_some_and(|limit| self.attempts >= limit) {
+        let pause = self.backoff(self.attempts);
+        self.attempts = self.attempts.saturating_add(1);
+        pause
+    }
+
+    /// The pause after `failures` failed attempts (0 for the first pause), without changing
+    /// the strategy: for callers that count attempts themselves, like a job's attempt number.
+    ///
+    /// ```
+    /// use std::time::Duration;
+    /// use lockwise::Retry;
+    ///
+    /// let r = Retry::exponential(Duration::from_secs(1), Duration::from_secs(60));
+    /// let third = r.backoff(2).unwrap(); // a 4 s step, jittered down to no less than 2 s
+    /// assert!(third >= Duration::from_secs(2) && third <= Duration::from_secs(4));
+    /// assert_eq!(r.clone().limit(2).backoff(2), None);
+    /// ```
+    pub fn backoff(&self, failures: u32) -> Option<Duration> {
+        if self.limit.is_some_and(|limit| failures >= limit) {
             return None;
         }
-        let n = self.attempts;
-        self.attempts = self.attempts.saturating_add(1);
         match self.kind {
             RetryKind::None => None,
             RetryKind::Linear(d) => Some(d),
             RetryKind::Exponential { min, max } => {
-                let step = min.saturating_mul(1u32 << n.min(20)).min(max);
+                let step = min.saturating_mul(1u32 << failures.min(20)).min(max);
                 let jitter = rand::random_range(0.5..=1.0);
                 Some(step.mul_f64(jitter).max(min.min(step)))
             }

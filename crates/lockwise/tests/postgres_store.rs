@@ -274,8 +274,7 @@ async fn run_once_runs_eight_concurrent_duplicates_exactly_once() {
                             "INSERT INTO {table} (what) VALUES ('report')"
                         )))
                         .execute(&mut **tx)
-                        .await
-                        .map_err(Error::from_sqlx)?;
+                        .await?;
                         Ok::<_, Error>("sent")
                     })
                 })
@@ -377,7 +376,7 @@ async fn concurrent_first_use_creates_the_schema_once() {
 /// lock service of its own, as after a split brain).
 #[tokio::test]
 async fn a_singleton_job_runs_once_per_period_even_when_the_lock_fails() {
-    use lockwise::postgres::Singleton;
+    use lockwise::Singleton;
     let (schema, pool, store) = setup().await;
     let table = format!("{}.runs", schema.name());
     sqlx::query(sqlx::AssertSqlSafe(format!(
@@ -409,7 +408,7 @@ async fn a_singleton_job_runs_once_per_period_even_when_the_lock_fails() {
                         .bind(p as i64)
                         .execute(&mut **tx)
                         .await
-                        .map_err(Error::from_sqlx)
+                        .map_err(Error::from)
                     })
                 })
                 .await

@@ -28,11 +28,11 @@ use tokio::sync::watch;
 
 use super::session::{Probes, Sessions, wake};
 use super::{Attempt, Backend, ReleaseWatch};
-use crate::error::{Error, Result};
-use crate::lease::OwnerToken;
-use crate::postgres::{
+use crate::db::postgres::{
     DEFAULT_SCHEMA, Schema, advisory_key, connect, connect_options, token_from_db,
 };
+use crate::error::{Error, Result};
+use crate::lease::OwnerToken;
 use crate::url::redact_url;
 
 /// Session-scoped advisory locks. Clones share the sessions.

@@ -1,6 +1,7 @@
 //! PostgreSQL: the tools that work *inside the caller's own transaction* — transaction-scoped
-//! locks, fenced writes, and effects that run once — plus the fixed derivation of advisory-lock
-//! keys shared with the session-scoped lock backend ([`crate::backend::postgres`]).
+//! locks, fenced writes, and effects that run once. The fixed derivation of advisory-lock keys
+//! ([`advisory_key`]) is shared with the session-scoped lock backend
+//! ([`crate::backend::postgres`]).
 //!
 //! Everything lives in one schema (default `lockwise`), created on first use, idempotently,
 //! under an advisory lock so that processes starting together do not collide.
@@ -12,10 +13,10 @@
 //! let store = Store::new(pool.clone());
 //!
 //! // A fenced write: rejected (and the transaction aborted) if a newer token already wrote.
-//! let mut tx = pool.begin().await.map_err(lockwise::Error::from_sqlx)?;
+//! let mut tx = pool.begin().await?;
 //! store.fence(&mut tx, "report-42", token).await?;
 //! // … the write itself, in the same transaction …
-//! tx.commit().await.map_err(lockwise::Error::from_sqlx)?;
+//! tx.commit().await?;
 //!
 //! // An effect that runs once per (scope, key), whatever the number of callers.
 //! let outcome = store
@@ -23,8 +24,8 @@
 //!         Box::pin(async move {
 //!             sqlx::query("INSERT INTO reports (month) VALUES ('2026-11')")
 //!                 .execute(&mut **tx)
-//!                 .await
-//!                 .map_err(lockwise::Error::from_sqlx)
+//!                 .await?;
+//!             Ok::<_, lockwise::Error>(())
 //!         })
 //!     })
 //!     .await?;
@@ -36,134 +37,19 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use futures_util::future::BoxFuture;
-use sha2::{Digest, Sha256};
-use sqlx::postgres::{PgConnectOptions, PgConnection, PgDatabaseError, PgPool, PgQueryResult};
-use sqlx::{AssertSqlSafe, Connection, Postgres, Transaction};
+use sqlx::postgres::{PgConnection, PgDatabaseError, PgPool, PgQueryResult};
+use sqlx::{AssertSqlSafe, Postgres, Transaction};
 use tokio::sync::OnceCell;
 
+use crate::db::postgres::{Schema, token_from_db};
 use crate::error::{Error, Result};
 use crate::lease::{FencingToken, validate_key};
-use crate::url::redact_url;
-
-mod singleton;
-pub use singleton::Singleton;
-
-/// The first half of every lockwise advisory-lock key (`'lwk1'` in ASCII), so that other users
-/// of advisory locks in the same database do not collide with lockwise.
-pub const ADVISORY_CLASS: i32 = 0x6C77_6B31;
-
-/// The schema used unless another is named.
-pub const DEFAULT_SCHEMA: &str = "lockwise";
+use crate::options::Retry;
 
 /// The SQLSTATE the fence function raises for a stale token.
 const STALE_TOKEN_SQLSTATE: &str = "LW409";
 
-/// The advisory-lock key of a lock: `(ADVISORY_CLASS, first 4 bytes of SHA-256(key) as a
-/// big-endian i32)`, for `pg_try_advisory_lock(int4, int4)`.
-///
-/// **Fixed forever**: two versions of lockwise must derive the same key. Distinct keys may
-/// share the 32-bit half (one in ~4 billion pairs): they then exclude each other, which costs
-/// concurrency, never safety; fencing tokens are per key and unaffected.
-///
-/// ```
-/// assert_eq!(lockwise::postgres::advisory_key("orders:42"), (0x6C77_6B31, -1_973_476_995));
-/// ```
-pub fn advisory_key(key: &str) -> (i32, i32) {
-    let digest = Sha256::digest(key.as_bytes());
-    let half = i32::from_be_bytes([digest[0], digest[1], digest[2], digest[3]]);
-    (ADVISORY_CLASS, half)
-}
-
-/// A validated schema name and the SQL that uses it.
-#[derive(Debug)]
-pub(crate) struct Schema {
-    quoted: String,
-}
-
-impl Schema {
-    /// The default schema, `lockwise`.
-    pub(crate) fn default_schema() -> Self {
-        Schema {
-            quoted: format!("\"{DEFAULT_SCHEMA}\""),
-        }
-    }
-
-    pub(crate) fn new(name: &str) -> Result<Self> {
-        let valid = !name.is_empty()
-            && name.len() <= 63
-            && name.starts_with(|c: char| c.is_ascii_lowercase() || c == '_')
-            && name
-                .chars()
-                .all(|c| c.is_ascii_lowercase() || c.is_ascii_digit() || c == '_');
-        if !valid {
-            return Err(Error::config(format!(
-                "invalid schema name {name:?}: use 1 to 63 lowercase letters, digits and _"
-            )));
-        }
-        Ok(Schema {
-            quoted: format!("\"{name}\""),
-        })
-    }
-
-    /// `template` with `{schema}` replaced by the quoted name (never user input otherwise).
-    pub(crate) fn sql(&self, template: &str) -> AssertSqlSafe<String> {
-        AssertSqlSafe(template.replace("{schema}", &self.quoted))
-    }
-
-    /// Creates the schema's objects if missing; safe when several processes do it at once.
-    /// When they all exist already (the usual case) this is one read-only query.
-    pub(crate) async fn migrate(&self, conn: &mut PgConnection) -> Result<()> {
-        let present: bool = sqlx::query_scalar(self.sql(
-            "SELECT to_regclass('{schema}.once') IS NOT NULL \
-               AND to_regclass('{schema}.fence_seq') IS NOT NULL \
-               AND to_regprocedure('{schema}.fence(text, bigint)') IS NOT NULL",
-        ))
-        .fetch_one(&mut *conn)
-        .await
-        .map_err(Error::from_sqlx)?;
-        if present {
-            return Ok(());
-        }
-        let mut tx = conn.begin().await.map_err(Error::from_sqlx)?;
-        sqlx::query("SELECT pg_advisory_xact_lock($1, 0)")
-            .bind(ADVISORY_CLASS)
-            .execute(&mut *tx)
-            .await
-            .map_err(Error::from_sqlx)?;
-        sqlx::raw_sql(self.sql(include_str!("../../sql/postgres_schema.sql")))
-            .execute(&mut *tx)
-            .await
-            .map_err(Error::from_sqlx)?;
-        tx.commit().await.map_err(Error::from_sqlx)
-    }
-}
-
-/// Connection options for `url`, tagged `application_name = 'lockwise'`.
-pub(crate) fn connect_options(url: &str) -> Result<PgConnectOptions> {
-    let options: PgConnectOptions = url
-        .parse()
-        .map_err(|_| Error::config(format!("malformed PostgreSQL URL {}", redact_url(url))))?;
-    Ok(options.application_name("lockwise"))
-}
-
-/// How long connecting may take before it is reported as failed.
-pub(crate) const CONNECT_TIMEOUT: Duration = Duration::from_secs(4);
-
-/// Opens one connection within [`CONNECT_TIMEOUT`].
-pub(crate) async fn connect(options: &PgConnectOptions, shown: &str) -> Result<PgConnection> {
-    match tokio::time::timeout(CONNECT_TIMEOUT, PgConnection::connect_with(options)).await {
-        Ok(Ok(conn)) => Ok(conn),
-        Ok(Err(e)) => Err(Error::backend(
-            "postgres",
-            format!("cannot connect to {shown}: {e}"),
-            e,
-        )),
-        Err(_) => Err(Error::backend_msg(
-            "postgres",
-            format!("no answer from {shown} within {CONNECT_TIMEOUT:?}"),
-        )),
-    }
-}
+pub use crate::db::postgres::{ADVISORY_CLASS, DEFAULT_SCHEMA, advisory_key};
 
 /// A lock taken with [`Store::lock_xact`]: held until the transaction commits or rolls back.
 #[derive(Debug, Clone)]
@@ -238,7 +124,7 @@ impl Store {
     pub async fn migrate(&self) -> Result<()> {
         self.ready
             .get_or_try_init(|| async {
-                let mut conn = self.pool.acquire().await.map_err(Error::from_sqlx)?;
+                let mut conn = self.pool.acquire().await?;
                 self.schema.migrate(&mut conn).await
             })
             .await
@@ -267,14 +153,13 @@ impl Store {
             "SELECT CASE WHEN pg_try_advisory_xact_lock($1, $2) THEN nextval('{schema}.fence_seq') END",
         );
         let give_up = tokio::time::Instant::now() + wait;
-        let mut pause = Duration::from_millis(5);
+        let mut retry = Retry::exponential(Duration::from_millis(5), Duration::from_millis(200));
         loop {
             let token: Option<i64> = sqlx::query_scalar(AssertSqlSafe(sql.0.clone()))
                 .bind(class)
                 .bind(half)
                 .fetch_one(&mut *conn)
-                .await
-                .map_err(Error::from_sqlx)?;
+                .await?;
             if let Some(token) = token {
                 return Ok(Some(XactLock {
                     key: key.to_owned(),
@@ -282,11 +167,10 @@ impl Store {
                 }));
             }
             let now = tokio::time::Instant::now();
-            if now >= give_up {
+            let Some(pause) = retry.next_backoff().filter(|_| now < give_up) else {
                 return Ok(None);
-            }
+            };
             tokio::time::sleep(pause.min(give_up - now)).await;
-            pause = (pause * 2).min(Duration::from_millis(200));
         }
     }
 
@@ -339,8 +223,7 @@ impl Store {
         )
         .bind(resource)
         .fetch_optional(&self.pool)
-        .await
-        .map_err(Error::from_sqlx)?;
+        .await?;
         token.map(token_from_db).transpose()
     }
 
@@ -357,7 +240,7 @@ impl Store {
         E: From<Error>,
     {
         self.migrate().await?;
-        let mut tx = self.pool.begin().await.map_err(Error::from_sqlx)?;
+        let mut tx = self.pool.begin().await.map_err(Error::from)?;
         let marked =
             sqlx::query(self.schema.sql(
                 "INSERT INTO {schema}.once (scope, key) VALUES ($1, $2) ON CONFLICT DO NOTHING",
@@ -366,13 +249,13 @@ impl Store {
             .bind(key)
             .execute(&mut *tx)
             .await
-            .map_err(Error::from_sqlx)?;
+            .map_err(Error::from)?;
         if marked.rows_affected() == 0 {
-            tx.rollback().await.map_err(Error::from_sqlx)?;
+            tx.rollback().await.map_err(Error::from)?;
             return Ok(Once::AlreadyDone);
         }
         let value = effect(&mut tx).await?; // an error drops `tx`: marker and effect roll back
-        tx.commit().await.map_err(Error::from_sqlx)?;
+        tx.commit().await.map_err(Error::from)?;
         Ok(Once::Done(value))
     }
 }
@@ -396,7 +279,7 @@ impl Store {
 /// .bind("…").bind(t).bind(42)
 /// .execute(&pool)
 /// .await
-/// .map_err(lockwise::Error::from_sqlx)?;
+///?;
 /// lockwise::postgres::check_fenced(&done, "reports/42", token)?;
 /// # Ok(()) }
 /// ```
@@ -409,10 +292,4 @@ pub fn check_fenced(done: &PgQueryResult, resource: &str, token: FencingToken) -
         });
     }
     Ok(())
-}
-
-pub(crate) fn token_from_db(token: i64) -> Result<FencingToken> {
-    u64::try_from(token)
-        .map(FencingToken::new)
-        .map_err(|_| Error::backend_msg("postgres", format!("negative fencing token {token}")))
 }

@@ -154,8 +154,8 @@ impl JobStore for Queue {
     }
 }
 
+use crate::db::postgres::{ADVISORY_CLASS, DEFAULT_SCHEMA, Schema};
 use crate::error::{Error, Result};
-use crate::postgres::{ADVISORY_CLASS, DEFAULT_SCHEMA, Schema};
 
 /// The SQL of one queue schema, with the schema name filled in once.
 #[derive(Debug)]
@@ -313,10 +313,6 @@ pub struct Queue {
     sql: Arc<Statements>,
 }
 
-fn db(e: sqlx::Error) -> Error {
-    Error::from_sqlx(e)
-}
-
 /// `(id, attempt)` pairs as the two arrays the statements `unnest`.
 fn columns(jobs: &[(JobId, i32)]) -> (Vec<i64>, Vec<i32>) {
     jobs.iter().map(|(id, attempt)| (id.0, *attempt)).unzip()
@@ -374,7 +370,7 @@ impl Queue {
         self.sql
             .migrated
             .get_or_try_init(|| async {
-                let mut conn = self.pool.acquire().await.map_err(db)?;
+                let mut conn = self.pool.acquire().await?;
                 self.apply_migrations(&mut conn).await
             })
             .await
@@ -383,53 +379,46 @@ impl Queue {
 
     async fn apply_migrations(&self, conn: &mut PgConnection) -> Result<()> {
         const MIGRATIONS: &[(i32, &str)] = &[(1, include_str!("../../sql/queue/v1.sql"))];
-        let mut tx = conn.begin().await.map_err(db)?;
+        let mut tx = conn.begin().await?;
         sqlx::query("SELECT pg_advisory_xact_lock($1, 1)")
             .bind(ADVISORY_CLASS)
             .execute(&mut *tx)
-            .await
-            .map_err(db)?;
+            .await?;
         sqlx::raw_sql(self.sql.sql(
             "CREATE SCHEMA IF NOT EXISTS {schema}; \
              CREATE TABLE IF NOT EXISTS {schema}.queue_migrations \
                (version integer PRIMARY KEY, applied_at timestamptz NOT NULL DEFAULT now())",
         ))
         .execute(&mut *tx)
-        .await
-        .map_err(db)?;
+        .await?;
         let current: Option<i32> = sqlx::query_scalar(
             self.sql
                 .sql("SELECT max(version) FROM {schema}.queue_migrations"),
         )
         .fetch_one(&mut *tx)
-        .await
-        .map_err(db)?;
+        .await?;
         for (version, text) in MIGRATIONS {
             if current.is_some_and(|c| c >= *version) {
                 continue;
             }
             let text = text.replace("{channel}", &self.sql.channel);
-            sqlx::raw_sql(self.sql.sql(&text))
-                .execute(&mut *tx)
-                .await
-                .map_err(db)?;
+            sqlx::raw_sql(self.sql.sql(&text)).execute(&mut *tx).await?;
             sqlx::query(
                 self.sql
                     .sql("INSERT INTO {schema}.queue_migrations (version) VALUES ($1)"),
             )
             .bind(version)
             .execute(&mut *tx)
-            .await
-            .map_err(db)?;
+            .await?;
             tracing::info!(version, "queue schema migrated");
         }
-        tx.commit().await.map_err(db)
+        tx.commit().await.map_err(Error::from)
     }
 
     /// Enqueues a job and returns its id (the existing job's id for a duplicate key).
     pub async fn enqueue(&self, job: Job) -> Result<JobId> {
         self.migrate().await?;
-        let mut conn = self.pool.acquire().await.map_err(db)?;
+        let mut conn = self.pool.acquire().await?;
         self.insert(&mut conn, &job).await
     }
 
@@ -442,12 +431,12 @@ impl Queue {
     /// Enqueues many jobs in one transaction (one NOTIFY for all of them).
     pub async fn enqueue_many(&self, jobs: impl IntoIterator<Item = Job>) -> Result<Vec<JobId>> {
         self.migrate().await?;
-        let mut tx = self.pool.begin().await.map_err(db)?;
+        let mut tx = self.pool.begin().await?;
         let mut ids = Vec::new();
         for job in jobs {
             ids.push(self.insert(&mut tx, &job).await?);
         }
-        tx.commit().await.map_err(db)?;
+        tx.commit().await?;
         Ok(ids)
     }
 
@@ -461,8 +450,7 @@ impl Queue {
                 .bind(job.max_attempts)
                 .bind(job.key.as_deref())
                 .fetch_optional(&mut *conn)
-                .await
-                .map_err(db)?;
+                .await?;
             if let Some(id) = id {
                 return Ok(JobId(id));
             }
@@ -494,15 +482,14 @@ impl Queue {
             .bind(&ids)
             .bind(&attempts)
             .fetch_all(&self.pool)
-            .await
-            .map_err(db)?;
+            .await?;
         rows.iter()
             .map(|row| {
                 Ok(Claimed {
-                    id: JobId(row.try_get("id").map_err(db)?),
-                    attempt: row.try_get("attempt").map_err(db)?,
-                    max_attempts: row.try_get("max_attempts").map_err(db)?,
-                    payload: row.try_get("payload").map_err(db)?,
+                    id: JobId(row.try_get("id")?),
+                    attempt: row.try_get("attempt")?,
+                    max_attempts: row.try_get("max_attempts")?,
+                    payload: row.try_get("payload")?,
                 })
             })
             .collect()
@@ -520,8 +507,7 @@ impl Queue {
         .bind(&ids)
         .bind(&attempts)
         .execute(&self.pool)
-        .await
-        .map_err(db)?;
+        .await?;
         Ok(done.rows_affected())
     }
 
@@ -543,8 +529,7 @@ impl Queue {
             .bind(secs(retry_in))
             .bind(final_failure)
             .fetch_optional(&self.pool)
-            .await
-            .map_err(db)?;
+            .await?;
         Ok(state.is_some())
     }
 
@@ -556,8 +541,7 @@ impl Queue {
             .bind(&attempts)
             .bind(secs(lease))
             .fetch_all(&self.pool)
-            .await
-            .map_err(db)?;
+            .await?;
         Ok(owned.into_iter().map(JobId).collect())
     }
 
@@ -568,8 +552,7 @@ impl Queue {
             .bind(&ids)
             .bind(&attempts)
             .fetch_all(&self.pool)
-            .await
-            .map_err(db)?;
+            .await?;
         Ok(back.len() as u64)
     }
 
@@ -577,23 +560,21 @@ impl Queue {
     /// at work (one at a time, under an advisory lock). Returns how many were rescued.
     pub async fn reap(&self) -> Result<u64> {
         self.migrate().await?;
-        let mut tx = self.pool.begin().await.map_err(db)?;
+        let mut tx = self.pool.begin().await?;
         let alone: bool = sqlx::query_scalar(
             self.sql
                 .sql("SELECT pg_try_advisory_xact_lock($1, hashtext('{schema}.reaper'))"),
         )
         .bind(ADVISORY_CLASS)
         .fetch_one(&mut *tx)
-        .await
-        .map_err(db)?;
+        .await?;
         if !alone {
             return Ok(0);
         }
         let rescued = sqlx::query(AssertSqlSafe(self.sql.reap.clone()))
             .execute(&mut *tx)
-            .await
-            .map_err(db)?;
-        tx.commit().await.map_err(db)?;
+            .await?;
+        tx.commit().await?;
         if rescued.rows_affected() > 0 {
             tracing::warn!(
                 jobs = rescued.rows_affected(),
@@ -610,13 +591,12 @@ impl Queue {
     /// (once a minute by default). Returns whether it vacuumed.
     pub async fn vacuum_if_needed(&self, dead_tuples: i64) -> Result<bool> {
         self.migrate().await?;
-        let mut conn = self.pool.acquire().await.map_err(db)?;
+        let mut conn = self.pool.acquire().await?;
         let dead: Option<i64> = sqlx::query_scalar(self.sql.sql(
             "SELECT n_dead_tup FROM pg_stat_user_tables WHERE relid = '{schema}.jobs'::regclass",
         ))
         .fetch_optional(&mut *conn)
-        .await
-        .map_err(db)?;
+        .await?;
         if dead.unwrap_or(0) < dead_tuples {
             return Ok(false);
         }
@@ -626,23 +606,21 @@ impl Queue {
         )
         .bind(ADVISORY_CLASS)
         .fetch_one(&mut *conn)
-        .await
-        .map_err(db)?;
+        .await?;
         if !alone {
             return Ok(false);
         }
         let vacuumed = sqlx::query(self.sql.sql("VACUUM (ANALYZE) {schema}.jobs"))
             .execute(&mut *conn)
             .await
-            .map_err(db);
+            .map_err(Error::from);
         sqlx::query(
             self.sql
                 .sql("SELECT pg_advisory_unlock($1, hashtext('{schema}.vacuum'))"),
         )
         .bind(ADVISORY_CLASS)
         .execute(&mut *conn)
-        .await
-        .map_err(db)?;
+        .await?;
         vacuumed.map(|_| true)
     }
 
@@ -659,9 +637,8 @@ impl Queue {
         ))
         .bind(&self.name)
         .fetch_one(&self.pool)
-        .await
-        .map_err(db)?;
-        let get = |c: &str| row.try_get::<i64, _>(c).map_err(db);
+        .await?;
+        let get = |c: &str| row.try_get::<i64, _>(c).map_err(Error::from);
         Ok(Stats {
             pending: get("pending")?,
             scheduled: get("scheduled")?,
@@ -681,16 +658,15 @@ impl Queue {
         .bind(&self.name)
         .bind(limit)
         .fetch_all(&self.pool)
-        .await
-        .map_err(db)?;
+        .await?;
         rows.iter()
             .map(|r| {
                 Ok(DeadJob {
-                    id: JobId(r.try_get("id").map_err(db)?),
-                    payload: r.try_get("payload").map_err(db)?,
-                    attempts: r.try_get("attempt").map_err(db)?,
-                    last_error: r.try_get("last_error").map_err(db)?,
-                    errors: r.try_get("errors").map_err(db)?,
+                    id: JobId(r.try_get("id")?),
+                    payload: r.try_get("payload")?,
+                    attempts: r.try_get("attempt")?,
+                    last_error: r.try_get("last_error")?,
+                    errors: r.try_get("errors")?,
                 })
             })
             .collect()
@@ -707,8 +683,7 @@ impl Queue {
         ))
         .bind(id.0)
         .execute(&self.pool)
-        .await
-        .map_err(db)?;
+        .await?;
         Ok(done.rows_affected() == 1)
     }
 
@@ -726,8 +701,7 @@ impl Queue {
         ))
         .bind(secs(older_than))
         .execute(&self.pool)
-        .await
-        .map_err(db)?;
+        .await?;
         Ok(deleted.rows_affected())
     }
 
@@ -746,8 +720,7 @@ impl Queue {
         .bind(state)
         .bind(secs(older_than))
         .execute(&self.pool)
-        .await
-        .map_err(db)?;
+        .await?;
         Ok(deleted.rows_affected())
     }
 }

@@ -13,10 +13,6 @@ use tokio::sync::OnceCell;
 use super::{Claimed, DeadJob, Job, JobId, JobStore, Stats};
 use crate::error::{Error, Result};
 
-fn db(e: sqlx::Error) -> Error {
-    Error::from_sqlx(e)
-}
-
 fn micros(d: Duration) -> i64 {
     i64::try_from(d.as_micros()).unwrap_or(i64::MAX)
 }
@@ -105,21 +101,19 @@ impl MysqlQueue {
     pub async fn migrate(&self) -> Result<()> {
         self.migrated
             .get_or_try_init(|| async {
-                let mut conn = self.pool.acquire().await.map_err(db)?;
+                let mut conn = self.pool.acquire().await?;
                 sqlx::query("SELECT GET_LOCK(?, 30)")
                     .bind(format!("{}:migrate", self.table))
                     .execute(&mut *conn)
-                    .await
-                    .map_err(db)?;
+                    .await?;
                 let created = sqlx::raw_sql(self.sql(include_str!("../../sql/queue/mysql_v1.sql")))
                     .execute(&mut *conn)
                     .await
-                    .map_err(db);
+                    .map_err(Error::from);
                 sqlx::query("SELECT RELEASE_LOCK(?)")
                     .bind(format!("{}:migrate", self.table))
                     .execute(&mut *conn)
-                    .await
-                    .map_err(db)?;
+                    .await?;
                 created.map(|_| ())
             })
             .await
@@ -129,7 +123,7 @@ impl MysqlQueue {
     /// Enqueues a job and returns its id (the existing job's id for a duplicate key).
     pub async fn enqueue(&self, job: Job) -> Result<JobId> {
         self.migrate().await?;
-        let mut conn = self.pool.acquire().await.map_err(db)?;
+        let mut conn = self.pool.acquire().await?;
         self.insert(&mut conn, &job).await
     }
 
@@ -142,12 +136,12 @@ impl MysqlQueue {
     /// Enqueues many jobs in one transaction.
     pub async fn enqueue_many(&self, jobs: impl IntoIterator<Item = Job>) -> Result<Vec<JobId>> {
         self.migrate().await?;
-        let mut tx = self.pool.begin().await.map_err(db)?;
+        let mut tx = self.pool.begin().await?;
         let mut ids = Vec::new();
         for job in jobs {
             ids.push(self.insert(&mut tx, &job).await?);
         }
-        tx.commit().await.map_err(db)?;
+        tx.commit().await?;
         Ok(ids)
     }
 
@@ -164,8 +158,7 @@ impl MysqlQueue {
         .bind(job.max_attempts)
         .bind(job.key.as_deref())
         .execute(conn)
-        .await
-        .map_err(db)?;
+        .await?;
         i64::try_from(done.last_insert_id())
             .map(JobId)
             .map_err(|_| Error::backend_msg("mysql", "job id out of range"))
@@ -181,15 +174,14 @@ impl MysqlQueue {
         finished: &[(JobId, i32)],
     ) -> Result<Vec<Claimed>> {
         self.migrate().await?;
-        let mut conn = self.pool.acquire().await.map_err(db)?;
+        let mut conn = self.pool.acquire().await?;
         sqlx::query("SET TRANSACTION ISOLATION LEVEL READ COMMITTED")
             .execute(&mut *conn)
-            .await
-            .map_err(db)?;
-        let mut tx = conn.begin().await.map_err(db)?;
+            .await?;
+        let mut tx = conn.begin().await?;
         self.mark_done(&mut *tx, finished).await?;
         if limit == 0 {
-            tx.commit().await.map_err(db)?;
+            tx.commit().await?;
             return Ok(Vec::new());
         }
         let ids: Vec<i64> = sqlx::query_scalar(self.sql(
@@ -200,10 +192,9 @@ impl MysqlQueue {
         .bind(&self.name)
         .bind(i64::try_from(limit).unwrap_or(i64::MAX))
         .fetch_all(&mut *tx)
-        .await
-        .map_err(db)?;
+        .await?;
         if ids.is_empty() {
-            tx.commit().await.map_err(db)?;
+            tx.commit().await?;
             return Ok(Vec::new());
         }
         let update = format!(
@@ -217,7 +208,7 @@ impl MysqlQueue {
         for id in &ids {
             q = q.bind(id);
         }
-        q.execute(&mut *tx).await.map_err(db)?;
+        q.execute(&mut *tx).await?;
         let select = format!(
             "SELECT CAST(id AS SIGNED) AS id, payload, attempt, max_attempts FROM {{jobs}} \
               WHERE id IN ({}) ORDER BY priority, run_at, id",
@@ -227,15 +218,15 @@ impl MysqlQueue {
         for id in &ids {
             q = q.bind(id);
         }
-        let rows = q.fetch_all(&mut *tx).await.map_err(db)?;
-        tx.commit().await.map_err(db)?;
+        let rows = q.fetch_all(&mut *tx).await?;
+        tx.commit().await?;
         rows.iter()
             .map(|row| {
-                let payload: String = row.try_get("payload").map_err(db)?;
+                let payload: String = row.try_get("payload")?;
                 Ok(Claimed {
-                    id: JobId(row.try_get("id").map_err(db)?),
-                    attempt: row.try_get("attempt").map_err(db)?,
-                    max_attempts: row.try_get("max_attempts").map_err(db)?,
+                    id: JobId(row.try_get("id")?),
+                    attempt: row.try_get("attempt")?,
+                    max_attempts: row.try_get("max_attempts")?,
                     payload: serde_json::from_str(&payload).unwrap_or(Value::String(payload)),
                 })
             })
@@ -266,8 +257,7 @@ impl MysqlQueue {
         );
         let done = bind_pairs(sqlx::query(self.sql(&sql)), finished)
             .execute(executor)
-            .await
-            .map_err(db)?;
+            .await?;
         Ok(done.rows_affected())
     }
 
@@ -302,8 +292,7 @@ impl MysqlQueue {
         .bind(id.0)
         .bind(attempt)
         .execute(&self.pool)
-        .await
-        .map_err(db)?;
+        .await?;
         Ok(done.rows_affected() == 1)
     }
 
@@ -319,8 +308,7 @@ impl MysqlQueue {
         );
         bind_pairs(sqlx::query(self.sql(&update)).bind(micros(lease)), running)
             .execute(&self.pool)
-            .await
-            .map_err(db)?;
+            .await?;
         let select = format!(
             "SELECT CAST(id AS SIGNED) FROM {{jobs}} WHERE state = 'running' AND (id, attempt) IN ({})",
             pairs(running.len())
@@ -329,7 +317,7 @@ impl MysqlQueue {
         for (id, attempt) in running {
             q = q.bind(id.0).bind(attempt);
         }
-        let owned: Vec<i64> = q.fetch_all(&self.pool).await.map_err(db)?;
+        let owned: Vec<i64> = q.fetch_all(&self.pool).await?;
         Ok(owned.into_iter().map(JobId).collect())
     }
 
@@ -346,21 +334,19 @@ impl MysqlQueue {
         );
         let back = bind_pairs(sqlx::query(self.sql(&sql)), running)
             .execute(&self.pool)
-            .await
-            .map_err(db)?;
+            .await?;
         Ok(back.rows_affected())
     }
 
     /// Rescues jobs whose lease expired, unless another reaper is at work (`GET_LOCK`).
     pub async fn reap(&self) -> Result<u64> {
         self.migrate().await?;
-        let mut conn = self.pool.acquire().await.map_err(db)?;
+        let mut conn = self.pool.acquire().await?;
         let lock = format!("{}:reaper", self.table);
         let alone: Option<i64> = sqlx::query_scalar("SELECT CAST(GET_LOCK(?, 0) AS SIGNED)")
             .bind(&lock)
             .fetch_one(&mut *conn)
-            .await
-            .map_err(db)?;
+            .await?;
         if alone != Some(1) {
             return Ok(0);
         }
@@ -376,12 +362,11 @@ impl MysqlQueue {
         ))
         .execute(&mut *conn)
         .await
-        .map_err(db);
+        .map_err(Error::from);
         sqlx::query("SELECT RELEASE_LOCK(?)")
             .bind(&lock)
             .execute(&mut *conn)
-            .await
-            .map_err(db)?;
+            .await?;
         Ok(rescued?.rows_affected())
     }
 
@@ -398,9 +383,8 @@ impl MysqlQueue {
         ))
         .bind(&self.name)
         .fetch_one(&self.pool)
-        .await
-        .map_err(db)?;
-        let get = |c: &str| row.try_get::<i64, _>(c).map_err(db);
+        .await?;
+        let get = |c: &str| row.try_get::<i64, _>(c).map_err(Error::from);
         Ok(Stats {
             pending: get("pending")?,
             scheduled: get("scheduled")?,
@@ -421,17 +405,16 @@ impl MysqlQueue {
         .bind(&self.name)
         .bind(limit)
         .fetch_all(&self.pool)
-        .await
-        .map_err(db)?;
+        .await?;
         rows.iter()
             .map(|r| {
-                let payload: String = r.try_get("payload").map_err(db)?;
-                let errors: String = r.try_get("errors").map_err(db)?;
+                let payload: String = r.try_get("payload")?;
+                let errors: String = r.try_get("errors")?;
                 Ok(DeadJob {
-                    id: JobId(r.try_get("id").map_err(db)?),
+                    id: JobId(r.try_get("id")?),
                     payload: serde_json::from_str(&payload).unwrap_or(Value::String(payload)),
-                    attempts: r.try_get("attempt").map_err(db)?,
-                    last_error: r.try_get("last_error").map_err(db)?,
+                    attempts: r.try_get("attempt")?,
+                    last_error: r.try_get("last_error")?,
                     errors: serde_json::from_str(&errors).unwrap_or(Value::Null),
                 })
             })
@@ -447,8 +430,7 @@ impl MysqlQueue {
         ))
         .bind(id.0)
         .execute(&self.pool)
-        .await
-        .map_err(db)?;
+        .await?;
         Ok(done.rows_affected() == 1)
     }
 
@@ -466,8 +448,7 @@ impl MysqlQueue {
         ))
         .bind(micros(older_than))
         .execute(&self.pool)
-        .await
-        .map_err(db)?;
+        .await?;
         Ok(deleted.rows_affected())
     }
 
@@ -486,8 +467,7 @@ impl MysqlQueue {
         .bind(state)
         .bind(micros(older_than))
         .execute(&self.pool)
-        .await
-        .map_err(db)?;
+        .await?;
         Ok(deleted.rows_affected())
     }
 }

@@ -8,10 +8,10 @@ use std::time::{Duration, SystemTime, UNIX_EPOCH};
 use futures_util::future::BoxFuture;
 use sqlx::{Postgres, Transaction};
 
-use super::{Once, Store};
 use crate::error::{Error, Result};
 use crate::locker::Locker;
 use crate::options::LockOptions;
+use crate::postgres::{Once, Store};
 
 /// A job that runs once per period of wall-clock time (periods are counted from the Unix
 /// epoch, so every instance agrees on which period it is).
@@ -19,7 +19,7 @@ use crate::options::LockOptions;
 /// ```no_run
 /// # async fn demo(locker: lockwise::Locker, store: lockwise::postgres::Store) -> lockwise::Result<()> {
 /// use std::time::Duration;
-/// use lockwise::postgres::Singleton;
+/// use lockwise::Singleton;
 ///
 /// let nightly = Singleton::new(locker, store, "nightly-report", Duration::from_secs(24 * 3600));
 /// nightly
@@ -29,7 +29,7 @@ use crate::options::LockOptions;
 ///                 .bind(period as i64)
 ///                 .execute(&mut **tx)
 ///                 .await
-///                 .map_err(lockwise::Error::from_sqlx)?;
+///?;
 ///             Ok::<_, lockwise::Error>(())
 ///         })
 ///     })

@@ -1,0 +1,130 @@
+//! PostgreSQL plumbing shared by the session lock backend, the transaction tools
+//! ([`crate::postgres`]) and the queue: connecting, the schema and its objects, and the fixed
+//! derivation of advisory-lock keys.
+
+use std::time::Duration;
+
+use sha2::{Digest, Sha256};
+use sqlx::postgres::{PgConnectOptions, PgConnection};
+use sqlx::{AssertSqlSafe, Connection};
+
+use crate::error::{Error, Result};
+use crate::lease::FencingToken;
+use crate::url::redact_url;
+
+/// The first half of every lockwise advisory-lock key (`'lwk1'` in ASCII), so that other users
+/// of advisory locks in the same database do not collide with lockwise.
+pub const ADVISORY_CLASS: i32 = 0x6C77_6B31;
+
+/// The schema used unless another is named.
+pub const DEFAULT_SCHEMA: &str = "lockwise";
+
+/// The advisory-lock key of a lock: `(ADVISORY_CLASS, first 4 bytes of SHA-256(key) as a
+/// big-endian i32)`, for `pg_try_advisory_lock(int4, int4)`.
+///
+/// **Fixed forever**: two versions of lockwise must derive the same key. Distinct keys may
+/// share the 32-bit half (one in ~4 billion pairs): they then exclude each other, which costs
+/// concurrency, never safety; fencing tokens are per key and unaffected.
+///
+/// ```
+/// assert_eq!(lockwise::postgres::advisory_key("orders:42"), (0x6C77_6B31, -1_973_476_995));
+/// ```
+pub fn advisory_key(key: &str) -> (i32, i32) {
+    let digest = Sha256::digest(key.as_bytes());
+    let half = i32::from_be_bytes([digest[0], digest[1], digest[2], digest[3]]);
+    (ADVISORY_CLASS, half)
+}
+
+/// A validated schema name and the SQL that uses it.
+#[derive(Debug)]
+pub(crate) struct Schema {
+    quoted: String,
+}
+
+impl Schema {
+    /// The default schema, `lockwise`.
+    pub(crate) fn default_schema() -> Self {
+        Schema {
+            quoted: format!("\"{DEFAULT_SCHEMA}\""),
+        }
+    }
+
+    pub(crate) fn new(name: &str) -> Result<Self> {
+        let valid = !name.is_empty()
+            && name.len() <= 63
+            && name.starts_with(|c: char| c.is_ascii_lowercase() || c == '_')
+            && name
+                .chars()
+                .all(|c| c.is_ascii_lowercase() || c.is_ascii_digit() || c == '_');
+        if !valid {
+            return Err(Error::config(format!(
+                "invalid schema name {name:?}: use 1 to 63 lowercase letters, digits and _"
+            )));
+        }
+        Ok(Schema {
+            quoted: format!("\"{name}\""),
+        })
+    }
+
+    /// `template` with `{schema}` replaced by the quoted name (never user input otherwise).
+    pub(crate) fn sql(&self, template: &str) -> AssertSqlSafe<String> {
+        AssertSqlSafe(template.replace("{schema}", &self.quoted))
+    }
+
+    /// Creates the schema's objects if missing; safe when several processes do it at once.
+    /// When they all exist already (the usual case) this is one read-only query.
+    pub(crate) async fn migrate(&self, conn: &mut PgConnection) -> Result<()> {
+        let present: bool = sqlx::query_scalar(self.sql(
+            "SELECT to_regclass('{schema}.once') IS NOT NULL \
+               AND to_regclass('{schema}.fence_seq') IS NOT NULL \
+               AND to_regprocedure('{schema}.fence(text, bigint)') IS NOT NULL",
+        ))
+        .fetch_one(&mut *conn)
+        .await?;
+        if present {
+            return Ok(());
+        }
+        let mut tx = conn.begin().await?;
+        sqlx::query("SELECT pg_advisory_xact_lock($1, 0)")
+            .bind(ADVISORY_CLASS)
+            .execute(&mut *tx)
+            .await?;
+        sqlx::raw_sql(self.sql(include_str!("../../sql/postgres_schema.sql")))
+            .execute(&mut *tx)
+            .await?;
+        tx.commit().await.map_err(Error::from)
+    }
+}
+
+/// Connection options for `url`, tagged `application_name = 'lockwise'`.
+pub(crate) fn connect_options(url: &str) -> Result<PgConnectOptions> {
+    let options: PgConnectOptions = url
+        .parse()
+        .map_err(|_| Error::config(format!("malformed PostgreSQL URL {}", redact_url(url))))?;
+    Ok(options.application_name("lockwise"))
+}
+
+/// How long connecting may take before it is reported as failed.
+pub(crate) const CONNECT_TIMEOUT: Duration = Duration::from_secs(4);
+
+/// Opens one connection within [`CONNECT_TIMEOUT`].
+pub(crate) async fn connect(options: &PgConnectOptions, shown: &str) -> Result<PgConnection> {
+    match tokio::time::timeout(CONNECT_TIMEOUT, PgConnection::connect_with(options)).await {
+        Ok(Ok(conn)) => Ok(conn),
+        Ok(Err(e)) => Err(Error::backend(
+            "postgres",
+            format!("cannot connect to {shown}: {e}"),
+            e,
+        )),
+        Err(_) => Err(Error::backend_msg(
+            "postgres",
+            format!("no answer from {shown} within {CONNECT_TIMEOUT:?}"),
+        )),
+    }
+}
+
+pub(crate) fn token_from_db(token: i64) -> Result<FencingToken> {
+    u64::try_from(token)
+        .map(FencingToken::new)
+        .map_err(|_| Error::backend_msg("postgres", format!("negative fencing token {token}")))
+}
