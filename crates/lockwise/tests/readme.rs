@@ -1,0 +1,165 @@
+//! The README's Rust code comes from the compiled examples, so it cannot drift.
+//!
+//! Each ```` ```rust ```` block in `README.md` is preceded by a marker
+//! `<!-- example: PATH#NAME -->` and must equal the lines between `// ANCHOR: NAME` and
+//! `// ANCHOR_END: NAME` in `PATH` (relative to the repository root), with their common
+//! indentation removed. `scripts/test` builds and runs those examples.
+//!
+//! After changing an example, rewrite the README's blocks with
+//! `LOCKWISE_BLESS=1 cargo test -p lockwise --test readme`.
+
+#![allow(clippy::unwrap_used, clippy::expect_used)]
+
+use std::path::{Path, PathBuf};
+
+const MARKER: &str = "<!-- example: ";
+
+fn root() -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR")).join("../..")
+}
+
+/// The lines of `file` between `// ANCHOR: name` and `// ANCHOR_END: name`, dedented; anchor
+/// lines of other regions inside it are left out.
+fn region(file: &str, name: &str) -> Result<Vec<String>, String> {
+    let text = std::fs::read_to_string(root().join(file))
+        .map_err(|e| format!("cannot read {file}: {e}"))?;
+    let start = format!("// ANCHOR: {name}");
+    let end = format!("// ANCHOR_END: {name}");
+    let mut lines = text.lines().skip_while(|l| l.trim() != start);
+    if lines.next().is_none() {
+        return Err(format!("{file} has no `{start}`"));
+    }
+    let mut body = Vec::new();
+    let mut closed = false;
+    for line in lines {
+        if line.trim() == end {
+            closed = true;
+            break;
+        }
+        if !line.trim_start().starts_with("// ANCHOR") {
+            body.push(line);
+        }
+    }
+    if !closed {
+        return Err(format!("{file} has no `{end}`"));
+    }
+    let indent = body
+        .iter()
+        .filter(|l| !l.trim().is_empty())
+        .map(|l| l.len() - l.trim_start().len())
+        .min()
+        .unwrap_or(0);
+    Ok(body
+        .iter()
+        .map(|l| l.get(indent..).unwrap_or("").trim_end().to_owned())
+        .collect())
+}
+
+/// The README with every marked block replaced by its region, and the problems found.
+fn render(readme: &str) -> (String, Vec<String>) {
+    let lines: Vec<&str> = readme.lines().collect();
+    let mut out: Vec<String> = Vec::new();
+    let mut problems = Vec::new();
+    let mut i = 0;
+    while i < lines.len() {
+        let line = lines[i];
+        out.push(line.to_owned());
+        i += 1;
+        if line.trim_start().starts_with("```rust") {
+            problems.push(format!(
+                "README.md:{i}: a Rust block without a `{MARKER}PATH#NAME -->` marker above it"
+            ));
+            continue;
+        }
+        let Some(target) = line
+            .strip_prefix(MARKER)
+            .and_then(|t| t.strip_suffix(" -->"))
+        else {
+            continue;
+        };
+        if lines.get(i).map(|l| l.trim()) != Some("```rust") {
+            problems.push(format!(
+                "README.md:{i}: the marker is not followed by ```rust"
+            ));
+            continue;
+        }
+        out.push(lines[i].to_owned());
+        i += 1;
+        let block_start = i;
+        while i < lines.len() && lines[i].trim() != "```" {
+            i += 1;
+        }
+        let block: Vec<&str> = lines[block_start..i].to_vec();
+        let Some((file, name)) = target.split_once('#') else {
+            problems.push(format!(
+                "README.md:{block_start}: marker {target:?} lacks #NAME"
+            ));
+            out.extend(block.iter().map(|l| (*l).to_owned()));
+            continue;
+        };
+        match region(file, name) {
+            Ok(expected) => {
+                if expected != block {
+                    problems.push(format!(
+                        "README.md:{}: the block differs from {file}#{name}:\n--- README\n{}\n--- {file}#{name}\n{}",
+                        block_start + 1,
+                        block.join("\n"),
+                        expected.join("\n")
+                    ));
+                }
+                out.extend(expected);
+            }
+            Err(e) => {
+                problems.push(format!("README.md:{block_start}: {e}"));
+                out.extend(block.iter().map(|l| (*l).to_owned()));
+            }
+        }
+    }
+    let mut text = out.join("\n");
+    text.push('\n');
+    (text, problems)
+}
+
+#[test]
+fn readme_code_blocks_are_the_examples() {
+    let path = root().join("README.md");
+    let readme = std::fs::read_to_string(&path).unwrap();
+    assert!(
+        readme.contains(MARKER),
+        "README.md has no example markers at all"
+    );
+    let (rendered, problems) = render(&readme);
+    if std::env::var_os("LOCKWISE_BLESS").is_some() {
+        std::fs::write(&path, rendered).unwrap();
+        let missing: Vec<_> = problems.iter().filter(|p| !p.contains("differs")).collect();
+        assert!(missing.is_empty(), "{missing:#?}");
+        return;
+    }
+    assert!(
+        problems.is_empty(),
+        "{}\n\nAfter changing an example: LOCKWISE_BLESS=1 cargo test -p lockwise --test readme",
+        problems.join("\n\n")
+    );
+}
+
+#[test]
+fn a_drifted_block_is_caught() {
+    let readme = format!(
+        "{MARKER}crates/lockwise/tests/readme.rs#self-check -->\n```rust\nlet x = 2;\n```\n"
+    );
+    let (rendered, problems) = render(&readme);
+    assert_eq!(problems.len(), 1, "{problems:?}");
+    assert!(rendered.contains("let x = 1;"), "{rendered}");
+    let (_, none) = render(&rendered);
+    assert!(none.is_empty(), "{none:?}");
+    let unmarked = render("```rust\nfn main() {}\n```\n").1;
+    assert_eq!(unmarked.len(), 1, "{unmarked:?}");
+}
+
+#[allow(dead_code)]
+fn self_check() {
+    // ANCHOR: self-check
+    let x = 1;
+    // ANCHOR_END: self-check
+    let _ = x;
+}
