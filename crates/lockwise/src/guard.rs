@@ -4,6 +4,8 @@ use std::future::Future;
 use std::sync::Arc;
 use std::time::Duration;
 
+use futures_util::StreamExt;
+use futures_util::stream::FuturesUnordered;
 use tokio::runtime::Handle;
 use tokio::sync::watch;
 use tokio::time::{Instant, sleep_until, timeout_at};
@@ -58,6 +60,9 @@ struct Lease {
 #[derive(Debug, Clone, Copy)]
 struct Times {
     ttl: Duration,
+    /// Bumped by every user extend: a renewal sent for an older TTL no longer moves the
+    /// deadline, so a shortened TTL is never overridden by a late answer for the longer one.
+    generation: u64,
     /// On the Tokio clock (`CLOCK_MONOTONIC`; paused in tests).
     deadline: Instant,
     /// The same deadline on `CLOCK_BOOTTIME`, which keeps counting while the machine sleeps.
@@ -65,10 +70,11 @@ struct Times {
 }
 
 impl Times {
-    fn starting(sent: Instant, sent_boot: Option<u64>, ttl: Duration) -> Self {
+    fn starting(sent: Instant, sent_boot: Option<u64>, ttl: Duration, generation: u64) -> Self {
         let trusted = ttl - drift(ttl);
         Times {
             ttl,
+            generation,
             deadline: sent + trusted,
             deadline_boot: sent_boot
                 .map(|b| b.saturating_add(u64::try_from(trusted.as_nanos()).unwrap_or(u64::MAX))),
@@ -104,21 +110,53 @@ impl Lease {
         self.lost.is_cancelled()
     }
 
-    /// Extends the lease and, if the backend agreed, moves the deadline to `sent + ttl − drift`.
+    /// Counts an extend of `ttl` sent at `sent` that the backend agreed to: the deadline moves
+    /// to `sent + ttl − drift`, unless the TTL changed since (a newer generation) or, for a
+    /// renewal (`replace` false), an answer to a later renewal already moved it further.
+    fn extended(
+        &self,
+        sent: (Instant, Option<u64>),
+        ttl: Duration,
+        generation: u64,
+        replace: bool,
+    ) {
+        // An answer that comes after the deadline is worthless: the lock is already given up.
+        if self.is_lost() {
+            return;
+        }
+        let next = Times::starting(sent.0, sent.1, ttl, generation);
+        let moved = self.times.send_if_modified(|times| {
+            let newer =
+                times.generation == generation && (replace || next.deadline > times.deadline);
+            if newer {
+                *times = next;
+            }
+            newer
+        });
+        if moved {
+            tracing::trace!(key = %self.key, ?ttl, "extended");
+        }
+    }
+
+    /// A user extend: the TTL changes now (a new generation, which later renewals keep), and
+    /// the deadline becomes `sent + ttl − drift` if the backend agrees.
     async fn extend(&self, ttl: Duration) -> Result<bool> {
         let _alone = self.extending.lock().await;
         if self.is_lost() {
             return Ok(false);
         }
-        let sent = Instant::now();
-        let sent_boot = boottime_nanos().ok();
+        let mut generation = 0;
+        self.times.send_modify(|times| {
+            times.generation += 1;
+            times.ttl = ttl;
+            generation = times.generation;
+        });
+        let sent = (Instant::now(), boottime_nanos().ok());
         let extended = self.backend.extend(&self.key, self.owner, ttl).await?;
-        if !extended {
+        if extended {
+            self.extended(sent, ttl, generation, true);
+        } else {
             self.mark_lost("extend refused: the lease expired or belongs to someone else");
-        } else if !self.lost.is_cancelled() {
-            self.times
-                .send_replace(Times::starting(sent, sent_boot, ttl));
-            tracing::trace!(key = %self.key, ?ttl, "extended");
         }
         Ok(extended && !self.is_lost())
     }
@@ -139,7 +177,7 @@ impl Guard {
             owner: on_drop.owner,
             fence,
             renew,
-            times: watch::Sender::new(Times::starting(sent.0, sent.1, ttl)),
+            times: watch::Sender::new(Times::starting(sent.0, sent.1, ttl, 0)),
             extending: tokio::sync::Mutex::new(()),
             lost: CancellationToken::new(),
         });
@@ -286,9 +324,24 @@ impl Drop for Guard {
     }
 }
 
+/// The answer to one renewal, with what it was sent for.
+struct Renewal {
+    sent: (Instant, Option<u64>),
+    ttl: Duration,
+    generation: u64,
+    /// `None`: no answer before the deadline it was sent under.
+    answer: Option<Result<bool>>,
+}
+
 /// Renews the lease and fires the lost signal at the local deadline.
+///
+/// Renewals start on schedule (every `ttl / 3` by default) counted from the previous send, and
+/// each stays in flight until the deadline: a slow round trip still counts when its answer
+/// arrives in time, and the next renewal does not wait for it. Whichever answer comes back
+/// first moves the deadline to `its send + ttl − drift`; a refusal fires the lost signal.
 async fn watchdog(lease: Arc<Lease>) {
     let mut changes = lease.times.subscribe();
+    let mut in_flight = FuturesUnordered::new();
     let mut next_renewal = lease
         .renew
         .interval(lease.times().ttl)
@@ -304,6 +357,25 @@ async fn watchdog(lease: Arc<Lease>) {
         }
         tokio::select! {
             _ = sleep_until(wake) => {}
+            Some(renewal) = in_flight.next(), if !in_flight.is_empty() => {
+                let renewal: Renewal = renewal;
+                match renewal.answer {
+                    Some(Ok(true)) => lease.extended(renewal.sent, renewal.ttl, renewal.generation, false),
+                    Some(Ok(false)) => {
+                        lease.mark_lost("renewal refused: the lease expired or belongs to someone else");
+                        return;
+                    }
+                    Some(Err(error)) => {
+                        tracing::warn!(key = %lease.key, %error, "renewal failed; retrying until the deadline");
+                        if in_flight.is_empty() && let Some(every) = every {
+                            // Not a busy loop, but sooner than the schedule.
+                            let soon = Instant::now() + (every / 4).max(Duration::from_millis(5));
+                            next_renewal = Some(next_renewal.map_or(soon, |at| at.min(soon)));
+                        }
+                    }
+                    None => {}
+                }
+            }
             changed = changes.changed() => {
                 if changed.is_err() {
                     return;
@@ -325,23 +397,26 @@ async fn watchdog(lease: Arc<Lease>) {
         if Instant::now() < at {
             continue;
         }
-        // The answer must come back well before the next renewal is due and before the
-        // deadline; after a failure, try again soon (but not in a busy loop).
-        let sent = Instant::now();
-        let give_up = (sent + every * 2 / 3).min(times.deadline);
-        let retry_soon = sent + (every / 4).max(Duration::from_millis(5));
-        match timeout_at(give_up, lease.extend(times.ttl)).await {
-            Ok(Ok(true)) => next_renewal = Some(sent + every),
-            Ok(Ok(false)) => return,
-            Ok(Err(error)) => {
-                tracing::warn!(key = %lease.key, %error, "renewal failed; retrying until the deadline");
-                next_renewal = Some(retry_soon);
+        let times = lease.times();
+        let sent = (Instant::now(), boottime_nanos().ok());
+        next_renewal = Some(sent.0 + every);
+        let renewing = lease.clone();
+        in_flight.push(async move {
+            let answer = timeout_at(
+                times.deadline,
+                renewing
+                    .backend
+                    .extend(&renewing.key, renewing.owner, times.ttl),
+            )
+            .await
+            .ok();
+            Renewal {
+                sent,
+                ttl: times.ttl,
+                generation: times.generation,
+                answer,
             }
-            Err(_) => {
-                tracing::warn!(key = %lease.key, "renewal timed out; retrying until the deadline");
-                next_renewal = Some(retry_soon);
-            }
-        }
+        });
     }
 }
 
