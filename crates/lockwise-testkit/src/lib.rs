@@ -312,6 +312,8 @@ pub struct RedisServer {
     port: u16,
     tls: bool,
     dir: tempfile::TempDir,
+    /// The whole command line, to start it again after a crash.
+    command: Vec<std::ffi::OsString>,
 }
 
 /// TLS material for a private server: a CA and a server certificate for 127.0.0.1.
@@ -368,18 +370,27 @@ impl RedisServer {
                 cmd.args(["--port", &port_s]);
             }
         }
-        cmd.args(args).stdout(Stdio::null()).stderr(Stdio::null());
-        let child = cmd.spawn().unwrap_or_else(|e| {
-            panic!("cannot start redis-server ({e}); run scripts/services to install it")
-        });
+        cmd.args(args);
+        let command: Vec<std::ffi::OsString> = cmd.get_args().map(ToOwned::to_owned).collect();
         let server = RedisServer {
-            child,
+            child: spawn_redis(&command),
             port,
             tls: files.is_some(),
             dir,
+            command,
         };
         server.wait_listening();
         server
+    }
+
+    /// Kills the server with SIGKILL and starts it again on the same port with the same
+    /// arguments. Without persistence (the default here) it comes back empty: every lease and
+    /// fencing counter is gone, as after a crash of a cache-only Redis.
+    pub fn crash_and_restart(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+        self.child = spawn_redis(&self.command);
+        self.wait_listening();
     }
 
     fn wait_listening(&self) {
@@ -408,6 +419,17 @@ impl RedisServer {
     pub fn dir(&self) -> &Path {
         self.dir.path()
     }
+}
+
+fn spawn_redis(args: &[std::ffi::OsString]) -> Child {
+    Command::new("redis-server")
+        .args(args)
+        .stdout(Stdio::null())
+        .stderr(Stdio::null())
+        .spawn()
+        .unwrap_or_else(|e| {
+            panic!("cannot start redis-server ({e}); run scripts/services to install it")
+        })
 }
 
 impl Drop for RedisServer {

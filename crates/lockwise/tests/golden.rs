@@ -130,7 +130,11 @@ async fn redis_names_and_values_are_fixed() {
         .arg(format!("{p}:{{orders:42}}:fence"))
         .query(&mut conn)
         .unwrap();
-    assert_eq!(fence, "1");
+    // The first token of a key: the server's clock in Unix ms × 1024 (see lua/acquire.lua).
+    let (secs, micros): (u64, u64) = redis::cmd("TIME").query(&mut conn).unwrap();
+    let ceiling = (secs * 1000 + micros / 1000) * 1024;
+    assert_eq!(fence, guard.token().to_string());
+    assert!(guard.token().get() <= ceiling && guard.token().get() > ceiling - 60_000 * 1024);
     let pttl: i64 = redis::cmd("PTTL")
         .arg(format!("{p}:{{orders:42}}"))
         .query(&mut conn)

@@ -42,7 +42,7 @@ async fn rediss_with_a_trusted_root_certificate() {
         .await
         .unwrap()
         .unwrap();
-    assert_eq!(guard.token().get(), 1);
+    assert!(guard.token().get() > 0);
     assert!(guard.release().await.unwrap());
 
     // The same server without trusting its CA: a typed backend error, not a hang.
