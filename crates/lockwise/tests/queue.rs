@@ -92,7 +92,7 @@ async fn the_claim_plan_uses_the_index_and_limits_before_updating() {
         .await
         .unwrap();
     let claim =
-        include_str!("../sql/queue/claim.sql").replace("{schema}", &format!("\"{schema}\""));
+        include_str!("../sql/postgres/queue/claim.sql").replace("{schema}", &format!("\"{schema}\""));
     let mut tx = q.pool().begin().await.unwrap();
     let plan: serde_json::Value = sqlx::query_scalar(sqlx::AssertSqlSafe(format!(
         "EXPLAIN (FORMAT JSON) {claim}"

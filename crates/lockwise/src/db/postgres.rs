@@ -89,7 +89,7 @@ impl Schema {
             .bind(ADVISORY_CLASS)
             .execute(&mut *tx)
             .await?;
-        sqlx::raw_sql(self.sql(include_str!("../../sql/postgres_schema.sql")))
+        sqlx::raw_sql(self.sql(include_str!("../../sql/postgres/schema.sql")))
             .execute(&mut *tx)
             .await?;
         tx.commit().await.map_err(Error::from)

@@ -180,12 +180,12 @@ impl Statements {
         let channel = format!("{schema_name}_jobs");
         let fill = |template: &str| schema.sql(&template.replace("{channel}", &channel)).0;
         Statements {
-            enqueue: fill(include_str!("../../sql/queue/enqueue.sql")),
-            claim: fill(include_str!("../../sql/queue/claim.sql")),
-            fail: fill(include_str!("../../sql/queue/fail.sql")),
-            heartbeat: fill(include_str!("../../sql/queue/heartbeat.sql")),
-            reap: fill(include_str!("../../sql/queue/reap.sql")),
-            hand_back: fill(include_str!("../../sql/queue/hand_back.sql")),
+            enqueue: fill(include_str!("../../sql/postgres/queue/enqueue.sql")),
+            claim: fill(include_str!("../../sql/postgres/queue/claim.sql")),
+            fail: fill(include_str!("../../sql/postgres/queue/fail.sql")),
+            heartbeat: fill(include_str!("../../sql/postgres/queue/heartbeat.sql")),
+            reap: fill(include_str!("../../sql/postgres/queue/reap.sql")),
+            hand_back: fill(include_str!("../../sql/postgres/queue/hand_back.sql")),
             schema,
             channel,
             migrated: OnceCell::new(),
@@ -378,7 +378,7 @@ impl Queue {
     }
 
     async fn apply_migrations(&self, conn: &mut PgConnection) -> Result<()> {
-        const MIGRATIONS: &[(i32, &str)] = &[(1, include_str!("../../sql/queue/v1.sql"))];
+        const MIGRATIONS: &[(i32, &str)] = &[(1, include_str!("../../sql/postgres/queue/v1.sql"))];
         let mut tx = conn.begin().await?;
         sqlx::query("SELECT pg_advisory_xact_lock($1, 1)")
             .bind(ADVISORY_CLASS)

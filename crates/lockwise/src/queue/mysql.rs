@@ -106,7 +106,7 @@ impl MysqlQueue {
                     .bind(format!("{}:migrate", self.table))
                     .execute(&mut *conn)
                     .await?;
-                let created = sqlx::raw_sql(self.sql(include_str!("../../sql/queue/mysql_v1.sql")))
+                let created = sqlx::raw_sql(self.sql(include_str!("../../sql/mysql/queue/v1.sql")))
                     .execute(&mut *conn)
                     .await
                     .map_err(Error::from);
