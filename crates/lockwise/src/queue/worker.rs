@@ -175,8 +175,8 @@ impl Worker {
     /// Cancel `shutdown` to stop gracefully. Dropping the future instead stops at once: every
     /// handler still running is aborted, and so are the heartbeat, the reaper and the
     /// wake-ups. Nothing is handed back and nothing is acknowledged: the jobs it had claimed
-    /// (including those finished since the last claim) keep their leases until they run out,
-    /// then a reaper gives them back with the attempt counted.
+    /// keep their leases until they run out, then a reaper gives them back with the attempt
+    /// counted — including jobs that finished after the last claim, which will run again.
     pub async fn run<H, Fut, E>(
         self,
         handler: H,
@@ -191,8 +191,8 @@ impl Worker {
         let handler = Arc::new(handler);
         let slots = Arc::new(Semaphore::new(self.concurrency));
         let running: Running = Arc::default();
-        // Dropped when `run` returns or its future is dropped: handlers, then background
-        // tasks, stop with it.
+        // This guard and `tasks` below stop the handlers and the background tasks whenever
+        // `run` ends, also when its future is dropped.
         let _handlers = AbortHandlers(running.clone());
         let (finished_tx, mut finished_rx) = mpsc::unbounded_channel::<Finished>();
         let wake = Arc::new(Notify::new());
