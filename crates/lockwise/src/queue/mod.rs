@@ -589,6 +589,11 @@ impl ConnectOptions {
 /// println!("{:?}", queue.stats().await?);
 /// # Ok(()) }
 /// ```
+///
+/// # Cancel safety
+///
+/// Cancel safe: a dropped call closes the pool it opened, and its migration, if it began,
+/// is applied whole or not at all (see [`Queue::migrate`]).
 pub async fn connect(url: &str, options: ConnectOptions) -> Result<Queue> {
     let queue = match BackendUrl::parse(url)? {
         #[cfg(feature = "postgres")]
