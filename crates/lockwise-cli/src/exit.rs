@@ -22,3 +22,34 @@ pub(crate) fn for_error(error: &lockwise::Error) -> u8 {
         _ => BACKEND,
     }
 }
+
+/// A failure that ends a command with `code` after `message` is printed to stderr.
+pub(crate) struct Failure {
+    pub(crate) code: u8,
+    pub(crate) message: String,
+}
+
+impl Failure {
+    /// A usage error (exit 64).
+    pub(crate) fn usage(message: impl Into<String>) -> Self {
+        Failure {
+            code: USAGE,
+            message: message.into(),
+        }
+    }
+
+    /// Prints the message as `lockwise: …` and returns the exit code.
+    pub(crate) fn report(self) -> u8 {
+        eprintln!("lockwise: {}", self.message);
+        self.code
+    }
+}
+
+impl From<lockwise::Error> for Failure {
+    fn from(e: lockwise::Error) -> Self {
+        Failure {
+            code: for_error(&e),
+            message: e.to_string(),
+        }
+    }
+}

@@ -1,4 +1,6 @@
-//! `lockwise queue`: the PostgreSQL job queue from the command line.
+//! `lockwise queue`: the job queue (PostgreSQL or MariaDB/MySQL) from the command line. All
+//! database work is the library's ([`lockwise::queue`]); this module parses, prints and
+//! runs handler commands.
 
 use std::ffi::OsString;
 use std::io;
@@ -6,8 +8,7 @@ use std::process::Stdio;
 use std::sync::Arc;
 use std::time::Duration;
 
-use lockwise::queue::{Job, JobContext, JobId, JobStore, MysqlQueue, Queue, Worker};
-use lockwise::url::BackendUrl;
+use lockwise::queue::{ConnectOptions, Job, JobContext, JobId, Queue, Worker};
 use nix::sys::signal::{Signal, killpg};
 use nix::unistd::Pid;
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
@@ -15,6 +16,7 @@ use tokio::process::Command;
 use tokio::signal::unix::{SignalKind, signal};
 use tokio_util::sync::CancellationToken;
 
+use crate::exit::Failure;
 use crate::{duration, exit};
 
 /// Work with a PostgreSQL job queue (FOR UPDATE SKIP LOCKED)
@@ -157,95 +159,20 @@ struct PurgeArgs {
     older_than: Duration,
 }
 
-struct Failure {
-    code: u8,
-    message: String,
-}
-
-impl From<lockwise::Error> for Failure {
-    fn from(e: lockwise::Error) -> Self {
-        Failure {
-            code: exit::for_error(&e),
-            message: e.to_string(),
-        }
-    }
-}
-
-fn usage(message: impl Into<String>) -> Failure {
-    Failure {
-        code: exit::USAGE,
-        message: message.into(),
-    }
-}
-
 pub(crate) async fn run(args: QueueArgs) -> u8 {
     match dispatch(args.command).await {
         Ok(code) => code,
-        Err(Failure { code, message }) => {
-            eprintln!("lockwise: {message}");
-            code
-        }
+        Err(failure) => failure.report(),
     }
 }
 
-/// A queue on either database; the methods of both have the same names.
-enum AnyQueue {
-    Pg(Queue),
-    My(MysqlQueue),
-}
-
-/// Calls the same method on whichever queue it is.
-macro_rules! on_queue {
-    ($q:expr, $name:ident => $body:expr) => {
-        match $q {
-            AnyQueue::Pg($name) => $body,
-            AnyQueue::My($name) => $body,
-        }
-    };
-}
-
-/// A pool that answers within 5 s; `Err(None)` when it did not answer in time.
-async fn connect_pool<DB: sqlx::Database>(
-    url: &str,
-    connections: u32,
-) -> Result<sqlx::Pool<DB>, Option<sqlx::Error>> {
-    let connect = sqlx::pool::PoolOptions::<DB>::new()
-        .max_connections(connections)
-        .acquire_timeout(Duration::from_secs(3))
-        .connect(url);
-    match tokio::time::timeout(Duration::from_secs(5), connect).await {
-        Ok(pool) => pool.map_err(Some),
-        Err(_) => Err(None),
-    }
-}
-
-async fn open(conn: &Conn, queue: &str, connections: u32) -> Result<AnyQueue, Failure> {
-    let (url, postgres) = match BackendUrl::parse(&conn.url)? {
-        BackendUrl::Postgres(url) => (url, true),
-        BackendUrl::Mysql(url) => (url, false),
-        _ => return Err(usage("the queue needs a postgres:// or mysql:// URL")),
-    };
-    let shown = lockwise::url::redact_url(&url);
-    let failed = |e: Option<sqlx::Error>| Failure {
-        code: exit::BACKEND,
-        message: match e {
-            Some(e) => format!("cannot connect to {shown}: {e}"),
-            None => format!("no answer from {shown} within 5s"),
-        },
-    };
-    let queue = if postgres {
-        let pool = connect_pool::<sqlx::Postgres>(&url, connections)
-            .await
-            .map_err(failed)?;
-        AnyQueue::Pg(Queue::with_schema(pool, &conn.schema, queue)?)
-    } else {
-        let pool = connect_pool::<sqlx::MySql>(&url, connections)
-            .await
-            .map_err(failed)?;
-        AnyQueue::My(MysqlQueue::with_prefix(pool, &conn.schema, queue)?)
-    };
-    on_queue!(&queue, q => q.migrate().await?);
-    Ok(queue)
+/// Connects to the queue `queue` (and migrates it) with a pool of `connections`.
+async fn open(conn: &Conn, queue: &str, connections: u32) -> Result<Queue, Failure> {
+    let options = ConnectOptions::default()
+        .queue(queue)
+        .schema(&conn.schema)
+        .max_connections(connections);
+    Ok(lockwise::queue::connect(&conn.url, options).await?)
 }
 
 async fn dispatch(command: QueueCommand) -> Result<u8, Failure> {
@@ -256,7 +183,7 @@ async fn dispatch(command: QueueCommand) -> Result<u8, Failure> {
         }
         QueueCommand::Enqueue(a) => {
             let payload: serde_json::Value = serde_json::from_str(&a.payload)
-                .map_err(|e| usage(format!("--payload is not JSON: {e}")))?;
+                .map_err(|e| Failure::usage(format!("--payload is not JSON: {e}")))?;
             let queue = open(&a.conn, &a.queue, 1).await?;
             let mut job = Job::new(payload)
                 .priority(a.priority)
@@ -267,11 +194,11 @@ async fn dispatch(command: QueueCommand) -> Result<u8, Failure> {
             if let Some(delay) = a.delay {
                 job = job.delay(delay);
             }
-            println!("{}", on_queue!(&queue, q => q.enqueue(job).await?));
+            println!("{}", queue.enqueue(job).await?);
         }
         QueueCommand::Stats(a) => {
             let queue = open(&a.conn, &a.queue, 1).await?;
-            let s = on_queue!(&queue, q => q.stats().await?);
+            let s = queue.stats().await?;
             if a.json {
                 println!(
                     "{}",
@@ -289,7 +216,7 @@ async fn dispatch(command: QueueCommand) -> Result<u8, Failure> {
         }
         QueueCommand::Dead(a) => {
             let queue = open(&a.conn, &a.queue, 1).await?;
-            for job in on_queue!(&queue, q => q.dead(a.limit).await?) {
+            for job in queue.dead(a.limit).await? {
                 if a.json {
                     println!(
                         "{}",
@@ -310,7 +237,7 @@ async fn dispatch(command: QueueCommand) -> Result<u8, Failure> {
         }
         QueueCommand::Retry(a) => {
             let queue = open(&a.conn, "", 1).await?;
-            if !on_queue!(&queue, q => q.retry(JobId(a.id)).await?) {
+            if !queue.retry(JobId(a.id)).await? {
                 eprintln!("lockwise: job {} is not a dead job", a.id);
                 return Ok(1);
             }
@@ -318,8 +245,8 @@ async fn dispatch(command: QueueCommand) -> Result<u8, Failure> {
         QueueCommand::Purge(a) => {
             let queue = open(&a.conn, a.queue.as_deref().unwrap_or(""), 1).await?;
             let purged = match a.queue {
-                Some(_) => on_queue!(&queue, q => q.purge_dead(a.older_than).await?),
-                None => on_queue!(&queue, q => q.purge_dead_everywhere(a.older_than).await?),
+                Some(_) => queue.purge_dead(a.older_than).await?,
+                None => queue.purge_dead_everywhere(a.older_than).await?,
             };
             eprintln!("lockwise: purged {purged} dead jobs");
         }
@@ -330,10 +257,6 @@ async fn dispatch(command: QueueCommand) -> Result<u8, Failure> {
 
 async fn work(a: WorkArgs) -> Result<u8, Failure> {
     let queue = open(&a.conn, &a.queue, u32::from(a.concurrency) + 4).await?;
-    on_queue!(queue, q => work_on(q, a).await)
-}
-
-async fn work_on<Q: JobStore>(queue: Q, a: WorkArgs) -> Result<u8, Failure> {
     let mut worker = Worker::new(queue)
         .concurrency(usize::from(a.concurrency))
         .batch(usize::from(a.batch))

@@ -18,6 +18,7 @@ use tokio::process::{Child, Command};
 use tokio::signal::unix::{SignalKind, signal};
 use tokio::time::{Instant, sleep, sleep_until};
 
+use crate::exit::Failure;
 use crate::{duration, exit};
 
 const EXIT_CODES: &str = "\
@@ -73,37 +74,10 @@ pub(crate) struct RunArgs {
     command: Vec<OsString>,
 }
 
-/// A failure that ends `lockwise run` with `code` after printing `message` to stderr.
-struct Failure {
-    code: u8,
-    message: String,
-}
-
-impl Failure {
-    fn usage(message: impl Into<String>) -> Self {
-        Failure {
-            code: exit::USAGE,
-            message: message.into(),
-        }
-    }
-}
-
-impl From<Error> for Failure {
-    fn from(e: Error) -> Self {
-        Failure {
-            code: exit::for_error(&e),
-            message: e.to_string(),
-        }
-    }
-}
-
 pub(crate) async fn run(args: RunArgs) -> u8 {
     match run_checked(args).await {
         Ok(code) => code,
-        Err(Failure { code, message }) => {
-            eprintln!("lockwise: {message}");
-            code
-        }
+        Err(failure) => failure.report(),
     }
 }
 

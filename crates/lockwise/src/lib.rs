@@ -55,7 +55,7 @@ mod locker;
 mod options;
 #[cfg(feature = "postgres")]
 pub mod postgres;
-#[cfg(feature = "postgres")]
+#[cfg(any(feature = "postgres", feature = "mysql"))]
 pub mod queue;
 #[cfg(feature = "postgres")]
 pub mod singleton;

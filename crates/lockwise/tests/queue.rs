@@ -1,27 +1,28 @@
-//! The PostgreSQL job queue. Every test works in a schema of its own.
+//! The job queue on PostgreSQL and on MariaDB: every case runs on both, each in a schema or
+//! database of its own; the PostgreSQL-only ones (the claim's plan, LISTEN) are plain tests.
 
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
 use std::collections::HashSet;
 use std::sync::Arc;
-use std::sync::atomic::{AtomicU32, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU32, Ordering};
 use std::time::Duration;
 
-use lockwise::queue::{Job, JobContext, JobId, JobStore, MysqlQueue, Queue, Worker};
+use lockwise::queue::{ConnectOptions, Executor, Job, JobContext, JobId, Queue, Worker};
 use lockwise_testkit::{MysqlDatabase, PgSchema};
 use serde_json::json;
 use sqlx::postgres::PgPoolOptions;
 use tokio::time::{Instant, sleep};
 use tokio_util::sync::CancellationToken;
 
-async fn my_queue(label: &str) -> (MysqlDatabase, MysqlQueue) {
+async fn my_queue(label: &str) -> (MysqlDatabase, Queue) {
     let db = MysqlDatabase::mysql(label);
     let pool = sqlx::mysql::MySqlPoolOptions::new()
         .max_connections(20)
         .connect(&db.url())
         .await
         .expect("MariaDB is not reachable; run scripts/services");
-    let q = MysqlQueue::new(pool, "q");
+    let q = Queue::mysql(pool, "q");
     q.migrate().await.unwrap();
     (db, q)
 }
@@ -39,8 +40,8 @@ async fn queue(label: &str) -> (PgSchema, Queue) {
 }
 
 /// Runs `worker` until `until` holds (checked every 20 ms) or `limit` passes; then shuts down.
-async fn run_until<Q: JobStore, H, Fut>(
-    worker: Worker<Q>,
+async fn run_until<H, Fut>(
+    worker: Worker,
     handler: H,
     limit: Duration,
     until: impl AsyncCheck,
@@ -63,15 +64,15 @@ trait AsyncCheck {
     fn check(&self) -> impl std::future::Future<Output = bool>;
 }
 
-struct StatsAre<Q: JobStore, F: Fn(lockwise::queue::Stats) -> bool>(Q, F);
+struct StatsAre<F: Fn(lockwise::queue::Stats) -> bool>(Queue, F);
 
-impl<Q: JobStore, F: Fn(lockwise::queue::Stats) -> bool> AsyncCheck for StatsAre<Q, F> {
+impl<F: Fn(lockwise::queue::Stats) -> bool> AsyncCheck for StatsAre<F> {
     async fn check(&self) -> bool {
         (self.1)(self.0.stats().await.unwrap())
     }
 }
 
-fn fast<Q: JobStore>(q: &Q) -> Worker<Q> {
+fn fast(q: &Queue) -> Worker {
     Worker::new(q.clone())
         .poll_interval(Duration::from_millis(50))
         .backoff(Duration::from_millis(10), Duration::from_millis(20))
@@ -88,12 +89,12 @@ async fn the_claim_plan_uses_the_index_and_limits_before_updating() {
         .unwrap();
     let schema = s.name();
     sqlx::query(sqlx::AssertSqlSafe(format!("ANALYZE {schema}.jobs")))
-        .execute(q.pool())
+        .execute(q.postgres_pool().unwrap())
         .await
         .unwrap();
-    let claim =
-        include_str!("../sql/queue/claim.sql").replace("{schema}", &format!("\"{schema}\""));
-    let mut tx = q.pool().begin().await.unwrap();
+    let claim = include_str!("../sql/postgres/queue/claim.sql")
+        .replace("{schema}", &format!("\"{schema}\""));
+    let mut tx = q.postgres_pool().unwrap().begin().await.unwrap();
     let plan: serde_json::Value = sqlx::query_scalar(sqlx::AssertSqlSafe(format!(
         "EXPLAIN (FORMAT JSON) {claim}"
     )))
@@ -168,372 +169,527 @@ async fn a_notification_wakes_an_idle_worker() {
     worker.await.unwrap().unwrap();
 }
 
-/// The suite both stores pass: the same API on PostgreSQL and on MariaDB.
-macro_rules! suite {
-    ($module:ident, $setup:ident) => {
-        mod $module {
-            use super::*;
-
-            #[tokio::test]
-            async fn lifecycle_enqueue_work_done() {
-                let (_s, q) = $setup("life").await;
-                let ids: Vec<JobId> = q
-                    .enqueue_many((0..20).map(|i| Job::new(json!({ "n": i }))))
-                    .await
-                    .unwrap();
-                assert_eq!(ids.len(), 20);
-                assert_eq!(q.stats().await.unwrap().pending, 20);
-                let seen = Arc::new(std::sync::Mutex::new(Vec::new()));
-                let s2 = seen.clone();
-                let report = run_until(
-                    fast(&q).concurrency(4).batch(5),
-                    move |job| {
-                        let seen = s2.clone();
-                        async move {
-                            seen.lock()
-                                .unwrap()
-                                .push(job.payload["n"].as_i64().unwrap());
-                            Ok(())
-                        }
-                    },
-                    Duration::from_secs(20),
-                    StatsAre(q.clone(), |s| s.done == 20),
-                )
-                .await;
-                assert_eq!(report.done, 20);
-                let stats = q.stats().await.unwrap();
-                assert_eq!(
-                    (stats.pending, stats.running, stats.done, stats.dead),
-                    (0, 0, 20, 0)
-                );
-                let mut seen = seen.lock().unwrap().clone();
-                seen.sort();
-                assert_eq!(
-                    seen,
-                    (0..20).collect::<Vec<_>>(),
-                    "every job ran exactly once"
-                );
-            }
-
-            #[tokio::test]
-            async fn a_failing_job_dies_after_exactly_max_attempts() {
-                let (_s, q) = $setup("retry").await;
-                let id = q
-                    .enqueue(Job::new(json!({})).max_attempts(3))
-                    .await
-                    .unwrap();
-                let calls = Arc::new(AtomicU32::new(0));
-                let c2 = calls.clone();
-                run_until(
-                    fast(&q),
-                    move |job| {
-                        let calls = c2.clone();
-                        async move {
-                            calls.fetch_add(1, Ordering::SeqCst);
-                            Err(format!("boom on attempt {}", job.attempt))
-                        }
-                    },
-                    Duration::from_secs(20),
-                    StatsAre(q.clone(), |s| s.dead == 1),
-                )
-                .await;
-                sleep(Duration::from_millis(200)).await; // would a 4th attempt sneak in?
-                assert_eq!(
-                    calls.load(Ordering::SeqCst),
-                    3,
-                    "exactly max_attempts, never one more"
-                );
-                let dead = q.dead(10).await.unwrap();
-                assert_eq!(dead.len(), 1);
-                assert_eq!(dead[0].id, id);
-                assert_eq!(dead[0].attempts, 3);
-                assert_eq!(dead[0].last_error.as_deref(), Some("boom on attempt 3"));
-                assert_eq!(
-                    dead[0].errors.as_array().unwrap().len(),
-                    3,
-                    "the history of every attempt"
-                );
-
-                // Retried with a fresh budget, it runs again; purged, it is gone.
-                assert!(q.retry(id).await.unwrap());
-                assert_eq!(q.stats().await.unwrap().pending, 1);
-                assert!(!q.retry(JobId(id.0 + 1_000_000)).await.unwrap());
-            }
-
-            #[tokio::test]
-            async fn dead_letters_can_be_purged() {
-                let (_s, q) = $setup("purge").await;
-                q.enqueue(Job::new(json!({})).max_attempts(1))
-                    .await
-                    .unwrap();
-                let claimed = q.claim("t", 1, Duration::from_secs(30), &[]).await.unwrap();
-                assert!(
-                    q.fail(claimed[0].id, 1, "no", Duration::ZERO, false)
-                        .await
-                        .unwrap()
-                );
-                assert_eq!(q.stats().await.unwrap().dead, 1);
-                assert_eq!(
-                    q.purge_dead(Duration::from_secs(3600)).await.unwrap(),
-                    0,
-                    "too recent"
-                );
-                assert_eq!(q.purge_dead(Duration::ZERO).await.unwrap(), 1);
-                assert_eq!(q.stats().await.unwrap().dead, 0);
-            }
-
-            #[tokio::test]
-            async fn an_idempotency_key_returns_the_existing_job() {
-                let (_s, q) = $setup("dedupe").await;
-                let a = q
-                    .enqueue(Job::new(json!({"v": 1})).key("welcome-42"))
-                    .await
-                    .unwrap();
-                let b = q
-                    .enqueue(Job::new(json!({"v": 2})).key("welcome-42"))
-                    .await
-                    .unwrap();
-                assert_eq!(a, b);
-                let other = q
-                    .named("other")
-                    .enqueue(Job::new(json!({})).key("welcome-42"))
-                    .await
-                    .unwrap();
-                assert_ne!(other, a, "keys are per queue");
-                // Concurrent duplicates: one job.
-                let tasks = (0..8).map(|_| {
-                    let q = q.clone();
-                    tokio::spawn(async move { q.enqueue(Job::new(json!({})).key("race")).await.unwrap() })
-                });
-                let ids: HashSet<JobId> = futures_util::future::join_all(tasks)
-                    .await
-                    .into_iter()
-                    .map(Result::unwrap)
-                    .collect();
-                assert_eq!(ids.len(), 1);
-                assert_eq!(q.stats().await.unwrap().pending, 2);
-            }
-
-            #[tokio::test]
-            async fn an_enqueue_in_a_rolled_back_transaction_leaves_no_job() {
-                let (_s, q) = $setup("tx").await;
-                let mut tx = q.pool().begin().await.unwrap();
-                q.enqueue_in(&mut tx, Job::new(json!({}))).await.unwrap();
-                tx.rollback().await.unwrap();
-                assert_eq!(q.stats().await.unwrap().pending, 0);
-                let mut tx = q.pool().begin().await.unwrap();
-                q.enqueue_in(&mut tx, Job::new(json!({}))).await.unwrap();
-                tx.commit().await.unwrap();
-                assert_eq!(q.stats().await.unwrap().pending, 1);
-            }
-
-            /// A worker whose job was rescued and claimed again cannot complete (or fail) it late.
-            #[tokio::test]
-            async fn a_late_completion_after_a_rescue_is_rejected() {
-                let (_s, q) = $setup("late").await;
-                let id = q.enqueue(Job::new(json!({}))).await.unwrap();
-                let first = q.claim("w1", 1, Duration::from_secs(1), &[]).await.unwrap();
-                assert_eq!((first[0].id, first[0].attempt), (id, 1));
-                sleep(Duration::from_millis(1_200)).await;
-                assert_eq!(q.reap().await.unwrap(), 1, "the expired lease was rescued");
-                let second = q
-                    .claim("w2", 1, Duration::from_secs(30), &[])
-                    .await
-                    .unwrap();
-                assert_eq!(second[0].attempt, 2);
-                assert_eq!(
-                    q.complete(&[(id, 1)]).await.unwrap(),
-                    0,
-                    "w1's late completion is rejected"
-                );
-                assert!(!q.fail(id, 1, "late", Duration::ZERO, false).await.unwrap());
-                assert_eq!(q.complete(&[(id, 2)]).await.unwrap(), 1);
-                let stats = q.stats().await.unwrap();
-                assert_eq!((stats.done, stats.running), (1, 0));
-            }
-
-            /// Eight concurrent claimers never get more than n rows each nor the same row twice.
-            #[tokio::test]
-            async fn concurrent_claimers_get_disjoint_batches_of_at_most_n() {
-                let (_s, q) = $setup("claimers").await;
-                q.enqueue_many((0..400).map(|i| Job::new(json!({ "n": i }))))
-                    .await
-                    .unwrap();
-                let claimers = (0..8).map(|w| {
-                    let q = q.clone();
-                    tokio::spawn(async move {
-                        let mut mine = Vec::new();
-                        loop {
-                            let batch = q
-                                .claim(&format!("w{w}"), 7, Duration::from_secs(60), &[])
-                                .await
-                                .unwrap();
-                            assert!(batch.len() <= 7, "a batch of {}", batch.len());
-                            if batch.is_empty() {
-                                return mine;
-                            }
-                            mine.extend(batch.into_iter().map(|j| j.id));
-                        }
-                    })
-                });
-                let all: Vec<JobId> = futures_util::future::join_all(claimers)
-                    .await
-                    .into_iter()
-                    .flat_map(Result::unwrap)
-                    .collect();
-                let unique: HashSet<JobId> = all.iter().copied().collect();
-                assert_eq!(all.len(), 400, "every job claimed");
-                assert_eq!(unique.len(), 400, "no job claimed twice");
-            }
-
-            /// A job that runs three times its lease while its worker lives is done once, never rescued.
-            #[tokio::test]
-            async fn a_long_job_is_kept_by_heartbeats_not_rescued() {
-                let (_s, q) = $setup("long").await;
-                q.enqueue(Job::new(json!({}))).await.unwrap();
-                let calls = Arc::new(AtomicU32::new(0));
-                let c2 = calls.clone();
-                let long = tokio::spawn(run_until(
-                    fast(&q).lease(Duration::from_secs(1)),
-                    move |_job| {
-                        let calls = c2.clone();
-                        async move {
-                            calls.fetch_add(1, Ordering::SeqCst);
-                            sleep(Duration::from_secs(3)).await;
-                            Ok(())
-                        }
-                    },
-                    Duration::from_secs(20),
-                    StatsAre(q.clone(), |s| s.done == 1),
-                ));
-                while q.stats().await.unwrap().running == 0 {
-                    sleep(Duration::from_millis(20)).await;
-                }
-                // A second worker, started once the job is claimed, runs the reaper too and would take a
-                // rescued job.
-                let stop = CancellationToken::new();
-                let other = tokio::spawn(fast(&q).lease(Duration::from_secs(1)).run(
-                    |_job| async { Err::<(), _>("the rescuer must never get this job".to_owned()) },
-                    stop.clone(),
-                ));
-                long.await.unwrap();
-                stop.cancel();
-                let report = other.await.unwrap().unwrap();
-                assert_eq!(report.failed, 0, "the other worker never got the job");
-                assert_eq!(calls.load(Ordering::SeqCst), 1);
-            }
-
-            #[tokio::test]
-            async fn a_hung_handler_is_failed_by_the_execution_timeout() {
-                let (_s, q) = $setup("hung").await;
-                q.enqueue(Job::new(json!({})).max_attempts(1))
-                    .await
-                    .unwrap();
-                run_until(
-                    fast(&q).timeout(Duration::from_millis(300)),
-                    |_job| async {
-                        std::future::pending::<()>().await;
-                        Ok(())
-                    },
-                    Duration::from_secs(10),
-                    StatsAre(q.clone(), |s| s.dead == 1),
-                )
-                .await;
-                let dead = q.dead(1).await.unwrap();
-                assert_eq!(dead[0].last_error.as_deref(), Some("timed out after 300ms"));
-            }
-
-            #[tokio::test]
-            async fn a_panicking_handler_is_recorded_as_a_failure() {
-                let (_s, q) = $setup("panic").await;
-                q.enqueue(Job::new(json!({})).max_attempts(1))
-                    .await
-                    .unwrap();
-                run_until(
-                    fast(&q),
-                    |_job| async { panic!("the handler broke") },
-                    Duration::from_secs(10),
-                    StatsAre(q.clone(), |s| s.dead == 1),
-                )
-                .await;
-                let dead = q.dead(1).await.unwrap();
-                assert_eq!(
-                    dead[0].last_error.as_deref(),
-                    Some("handler panicked: the handler broke")
-                );
-            }
-
-            #[tokio::test]
-            async fn graceful_shutdown_finishes_in_flight_jobs_and_hands_back_the_rest() {
-                let (_s, q) = $setup("shutdown").await;
-                q.enqueue(Job::new(json!({ "ms": 200 }))).await.unwrap();
-                q.enqueue(Job::new(json!({ "ms": 60_000 })).max_attempts(1))
-                    .await
-                    .unwrap();
-                let stop = CancellationToken::new();
-                let worker = tokio::spawn(fast(&q).grace(Duration::from_millis(800)).run(
-                    |job| async move {
-                        sleep(Duration::from_millis(job.payload["ms"].as_u64().unwrap())).await;
-                        Ok::<_, String>(())
-                    },
-                    stop.clone(),
-                ));
-                while q.stats().await.unwrap().running < 2 {
-                    sleep(Duration::from_millis(20)).await;
-                }
-                let asked = Instant::now();
-                stop.cancel();
-                let report = worker.await.unwrap().unwrap();
-                assert!(
-                    asked.elapsed() < Duration::from_secs(2),
-                    "{:?}",
-                    asked.elapsed()
-                );
-                assert_eq!((report.done, report.handed_back), (1, 1));
-                let stats = q.stats().await.unwrap();
-                assert_eq!((stats.done, stats.pending, stats.running), (1, 1, 0));
-                // The handed-back job keeps its budget: it can still run once more.
-                let again = q.claim("w", 1, Duration::from_secs(30), &[]).await.unwrap();
-                assert_eq!(again.len(), 1);
-                assert!(again[0].attempt <= again[0].max_attempts);
-            }
-
-            #[tokio::test]
-            async fn priorities_and_delays_order_the_claims() {
-                let (_s, q) = $setup("order").await;
-                let low = q.enqueue(Job::new(json!({})).priority(5)).await.unwrap();
-                let high = q.enqueue(Job::new(json!({})).priority(-1)).await.unwrap();
-                let later = q
-                    .enqueue(Job::new(json!({})).delay(Duration::from_secs(3600)))
-                    .await
-                    .unwrap();
-                let normal = q.enqueue(Job::new(json!({}))).await.unwrap();
-                let claimed: Vec<JobId> = q
-                    .claim("w", 10, Duration::from_secs(30), &[])
-                    .await
+async fn lifecycle_enqueue_work_done(q: Queue) {
+    let ids: Vec<JobId> = q
+        .enqueue_many((0..20).map(|i| Job::new(json!({ "n": i }))))
+        .await
+        .unwrap();
+    assert_eq!(ids.len(), 20);
+    assert_eq!(q.stats().await.unwrap().pending, 20);
+    let seen = Arc::new(std::sync::Mutex::new(Vec::new()));
+    let s2 = seen.clone();
+    let report = run_until(
+        fast(&q).concurrency(4).batch(5),
+        move |job| {
+            let seen = s2.clone();
+            async move {
+                seen.lock()
                     .unwrap()
-                    .into_iter()
-                    .map(|j| j.id)
-                    .collect();
-                assert_eq!(claimed, vec![high, normal, low]);
-                assert!(!claimed.contains(&later));
-                let stats = q.stats().await.unwrap();
-                assert_eq!((stats.pending, stats.scheduled, stats.running), (1, 1, 3));
-                // Acknowledged through the next claim, in the same statement.
-                let acks: Vec<(JobId, i32)> = claimed.iter().map(|id| (*id, 1)).collect();
-                assert!(
-                    q.claim("w", 10, Duration::from_secs(30), &acks)
-                        .await
-                        .unwrap()
-                        .is_empty()
-                );
-                assert_eq!(q.stats().await.unwrap().done, 3);
-                assert_eq!(q.prune_done(Duration::ZERO).await.unwrap(), 3);
+                    .push(job.payload["n"].as_i64().unwrap());
+                Ok(())
             }
+        },
+        Duration::from_secs(20),
+        StatsAre(q.clone(), |s| s.done == 20),
+    )
+    .await;
+    assert_eq!(report.done, 20);
+    let stats = q.stats().await.unwrap();
+    assert_eq!(
+        (stats.pending, stats.running, stats.done, stats.dead),
+        (0, 0, 20, 0)
+    );
+    let mut seen = seen.lock().unwrap().clone();
+    seen.sort();
+    assert_eq!(
+        seen,
+        (0..20).collect::<Vec<_>>(),
+        "every job ran exactly once"
+    );
+}
 
+async fn a_failing_job_dies_after_exactly_max_attempts(q: Queue) {
+    let id = q
+        .enqueue(Job::new(json!({})).max_attempts(3))
+        .await
+        .unwrap();
+    let calls = Arc::new(AtomicU32::new(0));
+    let c2 = calls.clone();
+    run_until(
+        fast(&q),
+        move |job| {
+            let calls = c2.clone();
+            async move {
+                calls.fetch_add(1, Ordering::SeqCst);
+                Err(format!("boom on attempt {}", job.attempt))
+            }
+        },
+        Duration::from_secs(20),
+        StatsAre(q.clone(), |s| s.dead == 1),
+    )
+    .await;
+    sleep(Duration::from_millis(200)).await; // would a 4th attempt sneak in?
+    assert_eq!(
+        calls.load(Ordering::SeqCst),
+        3,
+        "exactly max_attempts, never one more"
+    );
+    let dead = q.dead(10).await.unwrap();
+    assert_eq!(dead.len(), 1);
+    assert_eq!(dead[0].id, id);
+    assert_eq!(dead[0].attempts, 3);
+    assert_eq!(dead[0].last_error.as_deref(), Some("boom on attempt 3"));
+    assert_eq!(
+        dead[0].errors.as_array().unwrap().len(),
+        3,
+        "the history of every attempt"
+    );
+
+    // Retried with a fresh budget, it runs again; purged, it is gone.
+    assert!(q.retry(id).await.unwrap());
+    assert_eq!(q.stats().await.unwrap().pending, 1);
+    assert!(!q.retry(JobId(id.0 + 1_000_000)).await.unwrap());
+}
+
+async fn dead_letters_can_be_purged(q: Queue) {
+    q.enqueue(Job::new(json!({})).max_attempts(1))
+        .await
+        .unwrap();
+    let claimed = q.claim("t", 1, Duration::from_secs(30), &[]).await.unwrap();
+    assert!(
+        q.fail(claimed[0].id, 1, "no", Duration::ZERO, false)
+            .await
+            .unwrap()
+    );
+    assert_eq!(q.stats().await.unwrap().dead, 1);
+    assert_eq!(
+        q.purge_dead(Duration::from_secs(3600)).await.unwrap(),
+        0,
+        "too recent"
+    );
+    assert_eq!(q.purge_dead(Duration::ZERO).await.unwrap(), 1);
+    assert_eq!(q.stats().await.unwrap().dead, 0);
+}
+
+async fn an_idempotency_key_returns_the_existing_job(q: Queue) {
+    let a = q
+        .enqueue(Job::new(json!({"v": 1})).key("welcome-42"))
+        .await
+        .unwrap();
+    let b = q
+        .enqueue(Job::new(json!({"v": 2})).key("welcome-42"))
+        .await
+        .unwrap();
+    assert_eq!(a, b);
+    let other = q
+        .named("other")
+        .enqueue(Job::new(json!({})).key("welcome-42"))
+        .await
+        .unwrap();
+    assert_ne!(other, a, "keys are per queue");
+    // Concurrent duplicates: one job.
+    let tasks = (0..8).map(|_| {
+        let q = q.clone();
+        tokio::spawn(async move { q.enqueue(Job::new(json!({})).key("race")).await.unwrap() })
+    });
+    let ids: HashSet<JobId> = futures_util::future::join_all(tasks)
+        .await
+        .into_iter()
+        .map(Result::unwrap)
+        .collect();
+    assert_eq!(ids.len(), 1);
+    assert_eq!(q.stats().await.unwrap().pending, 2);
+}
+
+async fn an_enqueue_in_a_rolled_back_transaction_leaves_no_job(q: Queue) {
+    match (q.postgres_pool().cloned(), q.mysql_pool().cloned()) {
+        (Some(pool), _) => enqueue_in_transactions(&q, &pool).await,
+        (_, Some(pool)) => enqueue_in_transactions(&q, &pool).await,
+        (None, None) => panic!("a queue on neither database"),
+    }
+}
+
+/// The case above, in transactions of the queue's own pool (either database).
+async fn enqueue_in_transactions<DB: sqlx::Database>(q: &Queue, pool: &sqlx::Pool<DB>)
+where
+    for<'c> &'c mut sqlx::Transaction<'static, DB>: Into<Executor<'c>>,
+{
+    let mut tx = pool.begin().await.unwrap();
+    q.enqueue_in(&mut tx, Job::new(json!({}))).await.unwrap();
+    tx.rollback().await.unwrap();
+    assert_eq!(q.stats().await.unwrap().pending, 0);
+    let mut tx = pool.begin().await.unwrap();
+    q.enqueue_in(&mut tx, Job::new(json!({}))).await.unwrap();
+    tx.commit().await.unwrap();
+    assert_eq!(q.stats().await.unwrap().pending, 1);
+}
+
+/// A worker whose job was rescued and claimed again cannot complete (or fail) it late.
+async fn a_late_completion_after_a_rescue_is_rejected(q: Queue) {
+    let id = q.enqueue(Job::new(json!({}))).await.unwrap();
+    let first = q.claim("w1", 1, Duration::from_secs(1), &[]).await.unwrap();
+    assert_eq!((first[0].id, first[0].attempt), (id, 1));
+    sleep(Duration::from_millis(1_200)).await;
+    assert_eq!(q.reap().await.unwrap(), 1, "the expired lease was rescued");
+    let second = q
+        .claim("w2", 1, Duration::from_secs(30), &[])
+        .await
+        .unwrap();
+    assert_eq!(second[0].attempt, 2);
+    assert_eq!(
+        q.complete(&[(id, 1)]).await.unwrap(),
+        0,
+        "w1's late completion is rejected"
+    );
+    assert!(!q.fail(id, 1, "late", Duration::ZERO, false).await.unwrap());
+    assert_eq!(q.complete(&[(id, 2)]).await.unwrap(), 1);
+    let stats = q.stats().await.unwrap();
+    assert_eq!((stats.done, stats.running), (1, 0));
+}
+
+/// Eight concurrent claimers never get more than n rows each nor the same row twice.
+async fn concurrent_claimers_get_disjoint_batches_of_at_most_n(q: Queue) {
+    q.enqueue_many((0..400).map(|i| Job::new(json!({ "n": i }))))
+        .await
+        .unwrap();
+    let claimers = (0..8).map(|w| {
+        let q = q.clone();
+        tokio::spawn(async move {
+            let mut mine = Vec::new();
+            loop {
+                let batch = q
+                    .claim(&format!("w{w}"), 7, Duration::from_secs(60), &[])
+                    .await
+                    .unwrap();
+                assert!(batch.len() <= 7, "a batch of {}", batch.len());
+                if batch.is_empty() {
+                    return mine;
+                }
+                mine.extend(batch.into_iter().map(|j| j.id));
+            }
+        })
+    });
+    let all: Vec<JobId> = futures_util::future::join_all(claimers)
+        .await
+        .into_iter()
+        .flat_map(Result::unwrap)
+        .collect();
+    let unique: HashSet<JobId> = all.iter().copied().collect();
+    assert_eq!(all.len(), 400, "every job claimed");
+    assert_eq!(unique.len(), 400, "no job claimed twice");
+}
+
+/// A job that runs three times its lease while its worker lives is done once, never rescued.
+async fn a_long_job_is_kept_by_heartbeats_not_rescued(q: Queue) {
+    q.enqueue(Job::new(json!({}))).await.unwrap();
+    let calls = Arc::new(AtomicU32::new(0));
+    let c2 = calls.clone();
+    let long = tokio::spawn(run_until(
+        fast(&q).lease(Duration::from_secs(1)),
+        move |_job| {
+            let calls = c2.clone();
+            async move {
+                calls.fetch_add(1, Ordering::SeqCst);
+                sleep(Duration::from_secs(3)).await;
+                Ok(())
+            }
+        },
+        Duration::from_secs(20),
+        StatsAre(q.clone(), |s| s.done == 1),
+    ));
+    while q.stats().await.unwrap().running == 0 {
+        sleep(Duration::from_millis(20)).await;
+    }
+    // A second worker, started once the job is claimed, runs the reaper too and would take a
+    // rescued job.
+    let stop = CancellationToken::new();
+    let other = tokio::spawn(fast(&q).lease(Duration::from_secs(1)).run(
+        |_job| async { Err::<(), _>("the rescuer must never get this job".to_owned()) },
+        stop.clone(),
+    ));
+    long.await.unwrap();
+    stop.cancel();
+    let report = other.await.unwrap().unwrap();
+    assert_eq!(report.failed, 0, "the other worker never got the job");
+    assert_eq!(calls.load(Ordering::SeqCst), 1);
+}
+
+async fn a_hung_handler_is_failed_by_the_execution_timeout(q: Queue) {
+    q.enqueue(Job::new(json!({})).max_attempts(1))
+        .await
+        .unwrap();
+    run_until(
+        fast(&q).timeout(Duration::from_millis(300)),
+        |_job| async {
+            std::future::pending::<()>().await;
+            Ok(())
+        },
+        Duration::from_secs(10),
+        StatsAre(q.clone(), |s| s.dead == 1),
+    )
+    .await;
+    let dead = q.dead(1).await.unwrap();
+    assert_eq!(dead[0].last_error.as_deref(), Some("timed out after 300ms"));
+}
+
+async fn a_panicking_handler_is_recorded_as_a_failure(q: Queue) {
+    q.enqueue(Job::new(json!({})).max_attempts(1))
+        .await
+        .unwrap();
+    run_until(
+        fast(&q),
+        |_job| async { panic!("the handler broke") },
+        Duration::from_secs(10),
+        StatsAre(q.clone(), |s| s.dead == 1),
+    )
+    .await;
+    let dead = q.dead(1).await.unwrap();
+    assert_eq!(
+        dead[0].last_error.as_deref(),
+        Some("handler panicked: the handler broke")
+    );
+}
+
+async fn graceful_shutdown_finishes_in_flight_jobs_and_hands_back_the_rest(q: Queue) {
+    q.enqueue(Job::new(json!({ "ms": 200 }))).await.unwrap();
+    q.enqueue(Job::new(json!({ "ms": 60_000 })).max_attempts(1))
+        .await
+        .unwrap();
+    let stop = CancellationToken::new();
+    let worker = tokio::spawn(fast(&q).grace(Duration::from_millis(800)).run(
+        |job| async move {
+            sleep(Duration::from_millis(job.payload["ms"].as_u64().unwrap())).await;
+            Ok::<_, String>(())
+        },
+        stop.clone(),
+    ));
+    while q.stats().await.unwrap().running < 2 {
+        sleep(Duration::from_millis(20)).await;
+    }
+    let asked = Instant::now();
+    stop.cancel();
+    let report = worker.await.unwrap().unwrap();
+    assert!(
+        asked.elapsed() < Duration::from_secs(2),
+        "{:?}",
+        asked.elapsed()
+    );
+    assert_eq!((report.done, report.handed_back), (1, 1));
+    let stats = q.stats().await.unwrap();
+    assert_eq!((stats.done, stats.pending, stats.running), (1, 1, 0));
+    // The handed-back job keeps its budget: it can still run once more.
+    let again = q.claim("w", 1, Duration::from_secs(30), &[]).await.unwrap();
+    assert_eq!(again.len(), 1);
+    assert!(again[0].attempt <= again[0].max_attempts);
+}
+
+async fn priorities_and_delays_order_the_claims(q: Queue) {
+    let low = q.enqueue(Job::new(json!({})).priority(5)).await.unwrap();
+    let high = q.enqueue(Job::new(json!({})).priority(-1)).await.unwrap();
+    let later = q
+        .enqueue(Job::new(json!({})).delay(Duration::from_secs(3600)))
+        .await
+        .unwrap();
+    let normal = q.enqueue(Job::new(json!({}))).await.unwrap();
+    let claimed: Vec<JobId> = q
+        .claim("w", 10, Duration::from_secs(30), &[])
+        .await
+        .unwrap()
+        .into_iter()
+        .map(|j| j.id)
+        .collect();
+    assert_eq!(claimed, vec![high, normal, low]);
+    assert!(!claimed.contains(&later));
+    let stats = q.stats().await.unwrap();
+    assert_eq!((stats.pending, stats.scheduled, stats.running), (1, 1, 3));
+    // Acknowledged through the next claim, in the same statement.
+    let acks: Vec<(JobId, i32)> = claimed.iter().map(|id| (*id, 1)).collect();
+    assert!(
+        q.claim("w", 10, Duration::from_secs(30), &acks)
+            .await
+            .unwrap()
+            .is_empty()
+    );
+    assert_eq!(q.stats().await.unwrap().done, 3);
+    assert_eq!(q.prune_done(Duration::ZERO).await.unwrap(), 3);
+}
+
+/// Dropping `Worker::run`'s future (here by a timeout) aborts the handlers it started: a
+/// handler asleep at that moment never wakes up to finish, and what it owned is dropped.
+async fn dropping_the_run_future_stops_its_handlers(q: Queue) {
+    q.enqueue(Job::new(json!({}))).await.unwrap();
+    let started = Arc::new(tokio::sync::Notify::new());
+    let finished = Arc::new(AtomicBool::new(false));
+    let witness = Arc::new(());
+    let (s2, f2, w2) = (started.clone(), finished.clone(), witness.clone());
+    let run = fast(&q).run(
+        move |_job| {
+            let (started, finished, owned) = (s2.clone(), f2.clone(), w2.clone());
+            async move {
+                let _owned = owned;
+                started.notify_one();
+                sleep(Duration::from_millis(600)).await;
+                finished.store(true, Ordering::SeqCst);
+                Ok::<_, String>(())
+            }
+        },
+        CancellationToken::new(),
+    );
+    tokio::select! {
+        result = run => panic!("run ended by itself: {result:?}"),
+        _ = started.notified() => {} // the handler sleeps; `run` is dropped here
+    }
+    sleep(Duration::from_millis(1_200)).await;
+    assert!(
+        !finished.load(Ordering::SeqCst),
+        "the handler ran on after run was dropped"
+    );
+    assert_eq!(
+        Arc::strong_count(&witness),
+        1,
+        "the handler and its worker let go of what they owned"
+    );
+    // Nothing was handed back: the job stays running until its lease runs out.
+    assert_eq!(q.stats().await.unwrap().running, 1);
+}
+
+/// Declares each case twice, as a test on PostgreSQL and one on MariaDB, each with a fresh
+/// queue (a schema or database of its own): they run in parallel, and a failure names its
+/// database.
+macro_rules! on_both_databases {
+    ($($case:ident),* $(,)?) => {
+        mod postgres {
+            $(#[tokio::test]
+            async fn $case() {
+                let (_schema, q) = super::queue("q").await;
+                super::$case(q).await;
+            })*
+        }
+        mod mariadb {
+            $(#[tokio::test]
+            async fn $case() {
+                let (_database, q) = super::my_queue("q").await;
+                super::$case(q).await;
+            })*
         }
     };
 }
 
-suite!(postgres, queue);
-suite!(mariadb, my_queue);
+on_both_databases!(
+    lifecycle_enqueue_work_done,
+    a_failing_job_dies_after_exactly_max_attempts,
+    dead_letters_can_be_purged,
+    an_idempotency_key_returns_the_existing_job,
+    an_enqueue_in_a_rolled_back_transaction_leaves_no_job,
+    a_late_completion_after_a_rescue_is_rejected,
+    concurrent_claimers_get_disjoint_batches_of_at_most_n,
+    a_long_job_is_kept_by_heartbeats_not_rescued,
+    a_hung_handler_is_failed_by_the_execution_timeout,
+    a_panicking_handler_is_recorded_as_a_failure,
+    graceful_shutdown_finishes_in_flight_jobs_and_hands_back_the_rest,
+    priorities_and_delays_order_the_claims,
+    dropping_the_run_future_stops_its_handlers,
+);
+
+/// A connection of the other database is a typed configuration error, not a panic.
+#[tokio::test]
+async fn enqueue_in_with_the_other_database_s_connection_is_a_config_error() {
+    let (_s, pg) = queue("q").await;
+    let (_d, my) = my_queue("q").await;
+    let mut my_conn = my.mysql_pool().unwrap().acquire().await.unwrap();
+    let err = pg
+        .enqueue_in(&mut my_conn, Job::new(json!({})))
+        .await
+        .unwrap_err();
+    assert!(
+        matches!(err, lockwise::Error::InvalidConfig { .. }),
+        "{err}"
+    );
+    let mut pg_conn = pg.postgres_pool().unwrap().acquire().await.unwrap();
+    let err = my
+        .enqueue_in(&mut pg_conn, Job::new(json!({})))
+        .await
+        .unwrap_err();
+    assert!(
+        matches!(err, lockwise::Error::InvalidConfig { .. }),
+        "{err}"
+    );
+}
+
+/// `queue::connect` opens and migrates a queue from a postgres://, mysql:// or mariadb:// URL.
+#[tokio::test]
+async fn connect_opens_a_migrated_queue_from_a_url_on_both_databases() {
+    let schema = PgSchema::new("q");
+    let options = ConnectOptions::default().queue("q").max_connections(2);
+    let pg = lockwise::queue::connect(schema.url(), options.clone().schema(schema.name()))
+        .await
+        .unwrap();
+    assert!(pg.postgres_pool().is_some());
+    let id = pg.enqueue(Job::new(json!({}))).await.unwrap();
+    assert_eq!(pg.stats().await.unwrap().pending, 1);
+    let claimed = pg
+        .claim("w", 1, Duration::from_secs(30), &[])
+        .await
+        .unwrap();
+    assert_eq!(claimed[0].id, id);
+
+    let db = MysqlDatabase::mysql("q");
+    for url in [db.url(), db.url().replacen("mysql://", "mariadb://", 1)] {
+        let my = lockwise::queue::connect(&url, options.clone())
+            .await
+            .unwrap();
+        assert!(my.mysql_pool().is_some(), "{url}");
+        my.enqueue(Job::new(json!({})).key("once")).await.unwrap();
+        assert_eq!(my.stats().await.unwrap().pending, 1, "{url}");
+    }
+}
+
+/// A malformed URL, another scheme or a bad schema is a configuration error; a server that
+/// does not answer is a backend error within seconds, and no message shows the password.
+#[tokio::test]
+async fn connect_gives_typed_errors_without_the_password() {
+    let options = ConnectOptions::default();
+    for url in [
+        "not a url",
+        "redis://127.0.0.1/",
+        "file:///tmp/x",
+        "postgres://",
+    ] {
+        let err = lockwise::queue::connect(url, options.clone())
+            .await
+            .unwrap_err();
+        assert!(
+            matches!(err, lockwise::Error::InvalidConfig { .. }),
+            "{url}: {err}"
+        );
+    }
+    let err = lockwise::queue::connect(
+        &lockwise_testkit::postgres_url(),
+        options.clone().schema("Not A Schema"),
+    )
+    .await
+    .unwrap_err();
+    assert!(
+        matches!(err, lockwise::Error::InvalidConfig { .. }),
+        "{err}"
+    );
+
+    let port = lockwise_testkit::closed_port();
+    for url in [
+        format!("postgres://postgres:pw-secret@127.0.0.1:{port}/test"),
+        format!("mysql://root:pw-secret@127.0.0.1:{port}/test"),
+    ] {
+        let start = Instant::now();
+        let err = lockwise::queue::connect(&url, options.clone())
+            .await
+            .unwrap_err();
+        assert!(matches!(err, lockwise::Error::Backend { .. }), "{err}");
+        assert!(err.is_transient());
+        assert!(!format!("{err} {err:?}").contains("pw-secret"), "{err:?}");
+        assert!(
+            start.elapsed() < Duration::from_secs(6),
+            "{:?}",
+            start.elapsed()
+        );
+    }
+}

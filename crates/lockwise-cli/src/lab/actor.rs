@@ -567,7 +567,7 @@ impl Actor {
                 )))
                 .bind(job.id.0)
                 .bind(&self.role)
-                .execute(queue.pool())
+                .execute(queue.postgres_pool().ok_or("no PostgreSQL pool")?)
                 .await?
                 .rows_affected();
                 if applied == 1 {

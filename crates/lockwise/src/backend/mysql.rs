@@ -35,10 +35,7 @@ const CONNECT_TIMEOUT: Duration = Duration::from_secs(4);
 /// The server's default `wait_timeout` (8 hours), restored on connections kept for reuse.
 const IDLE_WAIT_TIMEOUT: u64 = 28_800;
 
-const SCHEMA: &str = "CREATE TABLE IF NOT EXISTS lockwise_fence (
-    lock_key VARBINARY(640) NOT NULL PRIMARY KEY,
-    token    BIGINT UNSIGNED NOT NULL
-) ENGINE = InnoDB";
+const SCHEMA: &str = include_str!("../../sql/mysql/fence.sql");
 
 /// `GET_LOCK` locks. Clones share the sessions.
 #[derive(Clone)]

@@ -1,5 +1,54 @@
 //! Database plumbing at the lowest layer that uses it: the lock backends, the transaction
 //! tools and the queue all import from here, never from each other.
 
+#[cfg(feature = "mysql")]
+pub(crate) mod mysql;
 #[cfg(feature = "postgres")]
 pub(crate) mod postgres;
+
+#[cfg(any(feature = "postgres", feature = "mysql"))]
+pub(crate) use pool::open_pool;
+
+#[cfg(any(feature = "postgres", feature = "mysql"))]
+mod pool {
+    use std::time::Duration;
+
+    use sqlx::pool::{Pool, PoolOptions};
+    use sqlx::{ConnectOptions, Database};
+
+    use crate::error::{Error, Result};
+
+    /// How long opening a pool (its first connection) may take in all.
+    const POOL_CONNECT_TIMEOUT: Duration = Duration::from_secs(5);
+    /// How long one connection of the pool may take to be handed out.
+    const POOL_ACQUIRE_TIMEOUT: Duration = Duration::from_secs(3);
+
+    /// Opens a pool of at most `max_connections` that answers within 5 s; `shown` is the
+    /// redacted URL for messages, `backend` the database's name in errors.
+    pub(crate) async fn open_pool<DB: Database>(
+        options: <DB::Connection as sqlx::Connection>::Options,
+        max_connections: u32,
+        shown: &str,
+        backend: &'static str,
+    ) -> Result<Pool<DB>>
+    where
+        <DB::Connection as sqlx::Connection>::Options: ConnectOptions<Connection = DB::Connection>,
+    {
+        let connect = PoolOptions::<DB>::new()
+            .max_connections(max_connections.max(1))
+            .acquire_timeout(POOL_ACQUIRE_TIMEOUT)
+            .connect_with(options);
+        match tokio::time::timeout(POOL_CONNECT_TIMEOUT, connect).await {
+            Ok(Ok(pool)) => Ok(pool),
+            Ok(Err(e)) => Err(Error::backend(
+                backend,
+                format!("cannot connect to {shown}: {e}"),
+                e,
+            )),
+            Err(_) => Err(Error::backend_msg(
+                backend,
+                format!("no answer from {shown} within {POOL_CONNECT_TIMEOUT:?}"),
+            )),
+        }
+    }
+}

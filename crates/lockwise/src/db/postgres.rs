@@ -5,7 +5,7 @@
 use std::time::Duration;
 
 use sha2::{Digest, Sha256};
-use sqlx::postgres::{PgConnectOptions, PgConnection};
+use sqlx::postgres::{PgConnectOptions, PgConnection, PgPool};
 use sqlx::{AssertSqlSafe, Connection};
 
 use crate::error::{Error, Result};
@@ -89,7 +89,7 @@ impl Schema {
             .bind(ADVISORY_CLASS)
             .execute(&mut *tx)
             .await?;
-        sqlx::raw_sql(self.sql(include_str!("../../sql/postgres_schema.sql")))
+        sqlx::raw_sql(self.sql(include_str!("../../sql/postgres/schema.sql")))
             .execute(&mut *tx)
             .await?;
         tx.commit().await.map_err(Error::from)
@@ -121,6 +121,12 @@ pub(crate) async fn connect(options: &PgConnectOptions, shown: &str) -> Result<P
             format!("no answer from {shown} within {CONNECT_TIMEOUT:?}"),
         )),
     }
+}
+
+/// A pool of at most `max_connections` to `url`, answering within 5 s (the queue's).
+pub(crate) async fn pool(url: &str, max_connections: u32) -> Result<PgPool> {
+    let options = connect_options(url)?;
+    super::open_pool(options, max_connections, &redact_url(url), "postgres").await
 }
 
 pub(crate) fn token_from_db(token: i64) -> Result<FencingToken> {

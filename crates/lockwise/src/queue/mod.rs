@@ -1,10 +1,10 @@
-//! A PostgreSQL job queue: the database hands each worker different rows with
-//! `FOR UPDATE SKIP LOCKED`, so many workers drain one queue without a lock and without
+//! A job queue on PostgreSQL or MariaDB/MySQL: the database hands each worker different rows
+//! with `FOR UPDATE SKIP LOCKED`, so many workers drain one queue without a lock and without
 //! waiting for each other — the lesson's answer to "many workers, one queue".
 //!
-//! - **Claim** is one statement per batch (a materialized CTE that locks at most `n` rows,
-//!   then an `UPDATE … FROM` it), and it also acknowledges the jobs the worker finished since
-//!   its last claim: one round trip per batch.
+//! - **Claim** acknowledges the jobs the worker finished since its last claim and claims the
+//!   next batch: one round trip per batch (one statement on PostgreSQL, one transaction on
+//!   MySQL).
 //! - **Lease and attempt fencing**: a claimed job has a lease, extended by heartbeats while
 //!   its handler runs; the attempt number is the job's fencing token, and complete/fail are
 //!   compare-and-set on `(id, attempt)`, so a worker whose job was rescued cannot finish it
@@ -12,15 +12,21 @@
 //! - **Reaper**: jobs whose lease expired go back to available (attempt counted) or to dead.
 //! - **Retries** with exponential backoff and jitter, the error history kept; **dead letters**
 //!   listed, retried or purged; **idempotency keys**; enqueue inside the caller's transaction;
-//!   LISTEN/NOTIFY wake-up with polling as the fallback.
+//!   LISTEN/NOTIFY wake-up on PostgreSQL, with polling as the fallback (and the only way on
+//!   MySQL).
+//!
+//! One [`Queue`] type serves both databases; [`connect`] picks the database from a URL.
 //!
 //! ```no_run
-//! # async fn demo(pool: sqlx::PgPool) -> lockwise::Result<()> {
-//! use lockwise::queue::{Job, Queue, Worker};
+//! # async fn demo() -> lockwise::Result<()> {
+//! use lockwise::queue::{ConnectOptions, Job, Worker};
 //! use serde_json::json;
 //!
-//! let queue = Queue::new(pool, "emails");
-//! queue.migrate().await?;
+//! let queue = lockwise::queue::connect(
+//!     "postgres://postgres@127.0.0.1/app",
+//!     ConnectOptions::default().queue("emails"),
+//! )
+//! .await?;
 //! queue.enqueue(Job::new(json!({"to": "a@example.com"})).key("welcome-42")).await?;
 //!
 //! let shutdown = tokio_util::sync::CancellationToken::new();
@@ -32,170 +38,25 @@
 //! # Ok(()) }
 //! ```
 
+mod driver;
 #[cfg(feature = "mysql")]
 mod mysql;
+#[cfg(feature = "postgres")]
+mod postgres;
 mod worker;
 
-use std::future::Future;
 use std::sync::Arc;
 use std::time::Duration;
 
 use serde_json::Value;
-use sqlx::postgres::{PgConnection, PgPool};
-use sqlx::{AssertSqlSafe, Connection, Row};
-use tokio::sync::OnceCell;
+use tokio::sync::Notify;
+use tokio_util::sync::CancellationToken;
 
-#[cfg(feature = "mysql")]
-pub use mysql::MysqlQueue;
 pub use worker::{JobContext, Worker, WorkerReport};
 
-/// What a [`Worker`] needs from a queue: implemented by [`Queue`] (PostgreSQL) and
-/// `MysqlQueue` (MariaDB/MySQL), which also share the rest of their API.
-pub trait JobStore: Clone + Send + Sync + std::fmt::Debug + 'static {
-    /// The queue's name.
-    fn name(&self) -> &str;
-    /// Creates the tables if missing.
-    fn migrate(&self) -> impl Future<Output = Result<()>> + Send;
-    /// Claims up to `limit` jobs after acknowledging `finished` ones as done.
-    fn claim(
-        &self,
-        worker: &str,
-        limit: usize,
-        lease: Duration,
-        finished: &[(JobId, i32)],
-    ) -> impl Future<Output = Result<Vec<Claimed>>> + Send;
-    /// Marks jobs done (compare-and-set on id and attempt).
-    fn complete(&self, finished: &[(JobId, i32)]) -> impl Future<Output = Result<u64>> + Send;
-    /// Records a failed attempt (compare-and-set); `false` when the attempt lost the job.
-    fn fail(
-        &self,
-        id: JobId,
-        attempt: i32,
-        error: &str,
-        retry_in: Duration,
-        final_failure: bool,
-    ) -> impl Future<Output = Result<bool>> + Send;
-    /// Extends leases; returns the jobs still owned.
-    fn heartbeat(
-        &self,
-        running: &[(JobId, i32)],
-        lease: Duration,
-    ) -> impl Future<Output = Result<Vec<JobId>>> + Send;
-    /// Gives unfinished jobs back (graceful shutdown).
-    fn hand_back(&self, running: &[(JobId, i32)]) -> impl Future<Output = Result<u64>> + Send;
-    /// Rescues expired leases (one reaper at a time).
-    fn reap(&self) -> impl Future<Output = Result<u64>> + Send;
-    /// Job counts by state.
-    fn stats(&self) -> impl Future<Output = Result<Stats>> + Send;
-    /// Keeps the table healthy under sustained load (PostgreSQL: vacuums the jobs table when
-    /// its dead tuples pile up faster than autovacuum clears them); one worker at a time.
-    fn maintain(&self) -> impl Future<Output = Result<()>> + Send {
-        async { Ok(()) }
-    }
-    /// Calls `wake` whenever a job may have been enqueued, until `stop`; stores without
-    /// notifications never call it (the worker polls).
-    fn wake_ups(
-        &self,
-        wake: std::sync::Arc<tokio::sync::Notify>,
-        stop: tokio_util::sync::CancellationToken,
-    ) -> impl Future<Output = ()> + Send;
-}
-
-impl JobStore for Queue {
-    fn name(&self) -> &str {
-        Queue::name(self)
-    }
-    async fn migrate(&self) -> Result<()> {
-        Queue::migrate(self).await
-    }
-    async fn claim(
-        &self,
-        worker: &str,
-        limit: usize,
-        lease: Duration,
-        finished: &[(JobId, i32)],
-    ) -> Result<Vec<Claimed>> {
-        Queue::claim(self, worker, limit, lease, finished).await
-    }
-    async fn complete(&self, finished: &[(JobId, i32)]) -> Result<u64> {
-        Queue::complete(self, finished).await
-    }
-    async fn fail(
-        &self,
-        id: JobId,
-        attempt: i32,
-        error: &str,
-        retry_in: Duration,
-        final_failure: bool,
-    ) -> Result<bool> {
-        Queue::fail(self, id, attempt, error, retry_in, final_failure).await
-    }
-    async fn heartbeat(&self, running: &[(JobId, i32)], lease: Duration) -> Result<Vec<JobId>> {
-        Queue::heartbeat(self, running, lease).await
-    }
-    async fn hand_back(&self, running: &[(JobId, i32)]) -> Result<u64> {
-        Queue::hand_back(self, running).await
-    }
-    async fn reap(&self) -> Result<u64> {
-        Queue::reap(self).await
-    }
-    async fn stats(&self) -> Result<Stats> {
-        Queue::stats(self).await
-    }
-    async fn maintain(&self) -> Result<()> {
-        Queue::vacuum_if_needed(self, 10_000).await.map(|_| ())
-    }
-    async fn wake_ups(
-        &self,
-        wake: std::sync::Arc<tokio::sync::Notify>,
-        stop: tokio_util::sync::CancellationToken,
-    ) {
-        worker::listen(self.clone(), wake, stop).await;
-    }
-}
-
-use crate::db::postgres::{ADVISORY_CLASS, DEFAULT_SCHEMA, Schema};
 use crate::error::{Error, Result};
-
-/// The SQL of one queue schema, with the schema name filled in once.
-#[derive(Debug)]
-struct Statements {
-    schema: Schema,
-    channel: String,
-    enqueue: String,
-    claim: String,
-    fail: String,
-    heartbeat: String,
-    reap: String,
-    hand_back: String,
-    migrated: OnceCell<()>,
-}
-
-impl Statements {
-    fn new(schema_name: &str) -> Result<Self> {
-        Ok(Self::with(Schema::new(schema_name)?, schema_name))
-    }
-
-    fn with(schema: Schema, schema_name: &str) -> Self {
-        let channel = format!("{schema_name}_jobs");
-        let fill = |template: &str| schema.sql(&template.replace("{channel}", &channel)).0;
-        Statements {
-            enqueue: fill(include_str!("../../sql/queue/enqueue.sql")),
-            claim: fill(include_str!("../../sql/queue/claim.sql")),
-            fail: fill(include_str!("../../sql/queue/fail.sql")),
-            heartbeat: fill(include_str!("../../sql/queue/heartbeat.sql")),
-            reap: fill(include_str!("../../sql/queue/reap.sql")),
-            hand_back: fill(include_str!("../../sql/queue/hand_back.sql")),
-            schema,
-            channel,
-            migrated: OnceCell::new(),
-        }
-    }
-
-    fn sql(&self, template: &str) -> AssertSqlSafe<String> {
-        self.schema.sql(template)
-    }
-}
+use crate::url::BackendUrl;
+use driver::Driver;
 
 /// The id of a job, as stored (and as `lockwise queue` prints it).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash)]
@@ -264,6 +125,7 @@ impl Job {
 
 /// A job claimed by a worker.
 #[derive(Debug, Clone)]
+#[non_exhaustive]
 pub struct Claimed {
     /// The job.
     pub id: JobId,
@@ -277,6 +139,7 @@ pub struct Claimed {
 
 /// Job counts of one queue.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+#[non_exhaustive]
 pub struct Stats {
     /// Every job not finished and not running: ready, scheduled, and waiting to retry.
     pub pending: i64,
@@ -292,6 +155,7 @@ pub struct Stats {
 
 /// A dead letter.
 #[derive(Debug, Clone)]
+#[non_exhaustive]
 pub struct DeadJob {
     /// The job.
     pub id: JobId,
@@ -305,48 +169,137 @@ pub struct DeadJob {
     pub errors: Value,
 }
 
-/// One named queue in a schema (default `lockwise`). Cheap to clone.
-#[derive(Debug, Clone)]
+/// A connection of the caller's, usually inside its own transaction, for
+/// [`Queue::enqueue_in`]. Made with `From` from a `&mut` connection, transaction or pooled
+/// connection of either database, so `queue.enqueue_in(&mut tx, job)` just works.
+#[derive(Debug)]
+#[non_exhaustive]
+pub enum Executor<'c> {
+    /// A PostgreSQL connection.
+    #[cfg(feature = "postgres")]
+    Postgres(&'c mut sqlx::PgConnection),
+    /// A MariaDB/MySQL connection.
+    #[cfg(feature = "mysql")]
+    Mysql(&'c mut sqlx::MySqlConnection),
+}
+
+#[cfg(feature = "postgres")]
+impl<'c> From<&'c mut sqlx::PgConnection> for Executor<'c> {
+    fn from(conn: &'c mut sqlx::PgConnection) -> Self {
+        Executor::Postgres(conn)
+    }
+}
+
+#[cfg(feature = "postgres")]
+impl<'c> From<&'c mut sqlx::Transaction<'_, sqlx::Postgres>> for Executor<'c> {
+    fn from(tx: &'c mut sqlx::Transaction<'_, sqlx::Postgres>) -> Self {
+        Executor::Postgres(tx)
+    }
+}
+
+#[cfg(feature = "postgres")]
+impl<'c> From<&'c mut sqlx::pool::PoolConnection<sqlx::Postgres>> for Executor<'c> {
+    fn from(conn: &'c mut sqlx::pool::PoolConnection<sqlx::Postgres>) -> Self {
+        Executor::Postgres(conn)
+    }
+}
+
+#[cfg(feature = "mysql")]
+impl<'c> From<&'c mut sqlx::MySqlConnection> for Executor<'c> {
+    fn from(conn: &'c mut sqlx::MySqlConnection) -> Self {
+        Executor::Mysql(conn)
+    }
+}
+
+#[cfg(feature = "mysql")]
+impl<'c> From<&'c mut sqlx::Transaction<'_, sqlx::MySql>> for Executor<'c> {
+    fn from(tx: &'c mut sqlx::Transaction<'_, sqlx::MySql>) -> Self {
+        Executor::Mysql(tx)
+    }
+}
+
+#[cfg(feature = "mysql")]
+impl<'c> From<&'c mut sqlx::pool::PoolConnection<sqlx::MySql>> for Executor<'c> {
+    fn from(conn: &'c mut sqlx::pool::PoolConnection<sqlx::MySql>) -> Self {
+        Executor::Mysql(conn)
+    }
+}
+
+/// One named queue in a PostgreSQL schema (default `lockwise`) or in MariaDB/MySQL tables
+/// with a name prefix (default `lockwise`). Cheap to clone: clones share the pool and the
+/// store.
+///
+/// Every method that talks to the server applies the missing migrations first (once per
+/// process and store).
+#[derive(Clone)]
 pub struct Queue {
-    pool: PgPool,
-    name: String,
-    sql: Arc<Statements>,
+    driver: Arc<dyn Driver>,
+    name: Arc<str>,
 }
 
-/// `(id, attempt)` pairs as the two arrays the statements `unnest`.
-fn columns(jobs: &[(JobId, i32)]) -> (Vec<i64>, Vec<i32>) {
-    jobs.iter().map(|(id, attempt)| (id.0, *attempt)).unzip()
-}
-
-fn secs(d: Duration) -> f64 {
-    d.as_secs_f64()
+impl std::fmt::Debug for Queue {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Queue")
+            .field("name", &self.name)
+            .field("store", &self.driver)
+            .finish()
+    }
 }
 
 impl Queue {
-    /// The queue `name` in the default schema.
-    pub fn new(pool: PgPool, name: impl Into<String>) -> Self {
+    /// The queue `name` in the default PostgreSQL schema, `lockwise`.
+    #[cfg(feature = "postgres")]
+    pub fn new(pool: sqlx::PgPool, name: impl Into<String>) -> Self {
+        use crate::db::postgres::{DEFAULT_SCHEMA, Schema};
+        let driver = postgres::PgDriver::new(pool, Schema::default_schema(), DEFAULT_SCHEMA);
+        Queue::from_driver(Arc::new(driver), name)
+    }
+
+    /// The queue `name` in PostgreSQL schema `schema` (lowercase letters, digits and `_`).
+    ///
+    /// ```no_run
+    /// # async fn demo(pool: sqlx::PgPool) -> lockwise::Result<()> {
+    /// let queue = lockwise::queue::Queue::with_schema(pool, "billing", "invoices")?;
+    /// queue.migrate().await?;
+    /// # Ok(()) }
+    /// ```
+    #[cfg(feature = "postgres")]
+    pub fn with_schema(pool: sqlx::PgPool, schema: &str, name: impl Into<String>) -> Result<Self> {
+        let checked = crate::db::postgres::Schema::new(schema)?;
+        let driver = postgres::PgDriver::new(pool, checked, schema);
+        Ok(Queue::from_driver(Arc::new(driver), name))
+    }
+
+    /// The queue `name` on MariaDB/MySQL, in tables prefixed `lockwise` in the pool's database.
+    #[cfg(feature = "mysql")]
+    pub fn mysql(pool: sqlx::MySqlPool, name: impl Into<String>) -> Self {
+        let driver = mysql::MysqlDriver::new(pool, mysql::DEFAULT_PREFIX);
+        Queue::from_driver(Arc::new(driver), name)
+    }
+
+    /// The queue `name` on MariaDB/MySQL, in tables prefixed `prefix` (1 to 48 lowercase
+    /// letters, digits and `_`): `<prefix>_jobs`.
+    #[cfg(feature = "mysql")]
+    pub fn mysql_with_prefix(
+        pool: sqlx::MySqlPool,
+        prefix: &str,
+        name: impl Into<String>,
+    ) -> Result<Self> {
+        mysql::check_prefix(prefix)?;
+        let driver = mysql::MysqlDriver::new(pool, prefix);
+        Ok(Queue::from_driver(Arc::new(driver), name))
+    }
+
+    fn from_driver(driver: Arc<dyn Driver>, name: impl Into<String>) -> Self {
         Queue {
-            pool,
-            name: name.into(),
-            sql: Arc::new(Statements::with(Schema::default_schema(), DEFAULT_SCHEMA)),
+            driver,
+            name: Arc::from(name.into()),
         }
     }
 
-    /// The queue `name` in schema `schema` (lowercase letters, digits and `_`).
-    pub fn with_schema(pool: PgPool, schema: &str, name: impl Into<String>) -> Result<Self> {
-        Ok(Queue {
-            pool,
-            name: name.into(),
-            sql: Arc::new(Statements::new(schema)?),
-        })
-    }
-
-    /// The same schema and pool, another queue name.
+    /// The same store and pool, another queue name.
     pub fn named(&self, name: impl Into<String>) -> Self {
-        Queue {
-            name: name.into(),
-            ..self.clone()
-        }
+        Queue::from_driver(self.driver.clone(), name)
     }
 
     /// The queue's name.
@@ -354,117 +307,84 @@ impl Queue {
         &self.name
     }
 
-    /// The pool.
-    pub fn pool(&self) -> &PgPool {
-        &self.pool
+    /// The pool, when the queue is on PostgreSQL.
+    #[cfg(feature = "postgres")]
+    pub fn postgres_pool(&self) -> Option<&sqlx::PgPool> {
+        self.driver.postgres_pool()
     }
 
-    /// The NOTIFY channel of this schema's queues (the payload is the queue name).
-    pub fn channel(&self) -> &str {
-        &self.sql.channel
+    /// The pool, when the queue is on MariaDB/MySQL.
+    #[cfg(feature = "mysql")]
+    pub fn mysql_pool(&self) -> Option<&sqlx::MySqlPool> {
+        self.driver.mysql_pool()
     }
 
-    /// Applies the schema's versioned migrations that are missing, once per process; safe when
-    /// several processes migrate at once (under an advisory lock).
+    /// Applies the store's versioned migrations that are missing, once per process; safe when
+    /// several processes migrate at once (under an advisory lock, or `GET_LOCK` on MySQL).
+    ///
+    /// # Cancel safety
+    ///
+    /// Cancel safe: on PostgreSQL the migration is one transaction, on MySQL idempotent DDL,
+    /// so a dropped call applies each version whole or not at all, and the next call goes on.
     pub async fn migrate(&self) -> Result<()> {
-        self.sql
-            .migrated
-            .get_or_try_init(|| async {
-                let mut conn = self.pool.acquire().await?;
-                self.apply_migrations(&mut conn).await
-            })
-            .await
-            .map(|_| ())
-    }
-
-    async fn apply_migrations(&self, conn: &mut PgConnection) -> Result<()> {
-        const MIGRATIONS: &[(i32, &str)] = &[(1, include_str!("../../sql/queue/v1.sql"))];
-        let mut tx = conn.begin().await?;
-        sqlx::query("SELECT pg_advisory_xact_lock($1, 1)")
-            .bind(ADVISORY_CLASS)
-            .execute(&mut *tx)
-            .await?;
-        sqlx::raw_sql(self.sql.sql(
-            "CREATE SCHEMA IF NOT EXISTS {schema}; \
-             CREATE TABLE IF NOT EXISTS {schema}.queue_migrations \
-               (version integer PRIMARY KEY, applied_at timestamptz NOT NULL DEFAULT now())",
-        ))
-        .execute(&mut *tx)
-        .await?;
-        let current: Option<i32> = sqlx::query_scalar(
-            self.sql
-                .sql("SELECT max(version) FROM {schema}.queue_migrations"),
-        )
-        .fetch_one(&mut *tx)
-        .await?;
-        for (version, text) in MIGRATIONS {
-            if current.is_some_and(|c| c >= *version) {
-                continue;
-            }
-            let text = text.replace("{channel}", &self.sql.channel);
-            sqlx::raw_sql(self.sql.sql(&text)).execute(&mut *tx).await?;
-            sqlx::query(
-                self.sql
-                    .sql("INSERT INTO {schema}.queue_migrations (version) VALUES ($1)"),
-            )
-            .bind(version)
-            .execute(&mut *tx)
-            .await?;
-            tracing::info!(version, "queue schema migrated");
-        }
-        tx.commit().await.map_err(Error::from)
+        self.driver.migrate().await
     }
 
     /// Enqueues a job and returns its id (the existing job's id for a duplicate key).
+    ///
+    /// # Cancel safety
+    ///
+    /// If the future is dropped after the insert reached the server, the job may exist
+    /// without its id being known. Give jobs an idempotency [`key`](Job::key): enqueueing
+    /// again then returns the same job instead of a second one.
     pub async fn enqueue(&self, job: Job) -> Result<JobId> {
-        self.migrate().await?;
-        let mut conn = self.pool.acquire().await?;
-        self.insert(&mut conn, &job).await
+        self.driver.enqueue(&self.name, &job).await
     }
 
-    /// Enqueues inside the caller's transaction: if it rolls back, there is no job.
-    pub async fn enqueue_in(&self, conn: &mut PgConnection, job: Job) -> Result<JobId> {
-        self.migrate().await?;
-        self.insert(conn, &job).await
-    }
-
-    /// Enqueues many jobs in one transaction (one NOTIFY for all of them).
+    /// Enqueues many jobs in one transaction (on PostgreSQL, one NOTIFY for all of them).
+    ///
+    /// # Cancel safety
+    ///
+    /// Dropped before the commit, the transaction rolls back and no job exists; dropped
+    /// while the commit is under way, all of them may exist. Idempotency keys make a
+    /// second attempt safe.
     pub async fn enqueue_many(&self, jobs: impl IntoIterator<Item = Job>) -> Result<Vec<JobId>> {
-        self.migrate().await?;
-        let mut tx = self.pool.begin().await?;
-        let mut ids = Vec::new();
-        for job in jobs {
-            ids.push(self.insert(&mut tx, &job).await?);
-        }
-        tx.commit().await?;
-        Ok(ids)
+        let jobs: Vec<Job> = jobs.into_iter().collect();
+        self.driver.enqueue_many(&self.name, &jobs).await
     }
 
-    async fn insert(&self, conn: &mut PgConnection, job: &Job) -> Result<JobId> {
-        for _ in 0..3 {
-            let id: Option<i64> = sqlx::query_scalar(AssertSqlSafe(self.sql.enqueue.clone()))
-                .bind(&self.name)
-                .bind(&job.payload)
-                .bind(job.priority)
-                .bind(secs(job.delay))
-                .bind(job.max_attempts)
-                .bind(job.key.as_deref())
-                .fetch_optional(&mut *conn)
-                .await?;
-            if let Some(id) = id {
-                return Ok(JobId(id));
-            }
-            // A concurrent enqueue with the same key committed after this statement's
-            // snapshot: look again.
-        }
-        Err(Error::backend_msg(
-            "postgres",
-            "enqueue found neither a new nor an existing job",
-        ))
+    /// Enqueues inside the caller's transaction: if it rolls back, there is no job. Takes a
+    /// `&mut` transaction, connection or pooled connection of the queue's database; one of
+    /// the other database is an [`Error::InvalidConfig`].
+    ///
+    /// ```no_run
+    /// # async fn demo(queue: lockwise::queue::Queue, pool: sqlx::PgPool) -> lockwise::Result<()> {
+    /// use lockwise::queue::Job;
+    ///
+    /// let mut tx = pool.begin().await?;
+    /// // … the caller's own writes in `tx` …
+    /// queue.enqueue_in(&mut tx, Job::new(serde_json::json!({"order": 42}))).await?;
+    /// tx.commit().await?; // the job exists only if the order does
+    /// # Ok(()) }
+    /// ```
+    ///
+    /// # Cancel safety
+    ///
+    /// The insert belongs to the caller's transaction, which decides: a dropped call may
+    /// have inserted the job in it or not, and the caller's commit or rollback settles it.
+    pub async fn enqueue_in<'c>(&self, conn: impl Into<Executor<'c>>, job: Job) -> Result<JobId> {
+        self.driver.enqueue_in(conn.into(), &self.name, &job).await
     }
 
     /// Claims up to `limit` ready jobs for `worker` with a lease, after acknowledging the
-    /// `finished` jobs as done (compare-and-set on id and attempt). One statement.
+    /// `finished` jobs as done (compare-and-set on id and attempt), in one round trip.
+    ///
+    /// # Cancel safety
+    ///
+    /// Not cancel safe: a claim whose reply is lost (the future dropped after the server ran
+    /// it) leaves its jobs running under `worker`'s name, run by nobody, until their lease
+    /// expires and a reaper gives them back with the attempt counted. The acknowledgements
+    /// may or may not have been applied: pass them again, they are idempotent.
     pub async fn claim(
         &self,
         worker: &str,
@@ -472,47 +392,29 @@ impl Queue {
         lease: Duration,
         finished: &[(JobId, i32)],
     ) -> Result<Vec<Claimed>> {
-        self.migrate().await?;
-        let (ids, attempts) = columns(finished);
-        let rows = sqlx::query(AssertSqlSafe(self.sql.claim.clone()))
-            .bind(&self.name)
-            .bind(i64::try_from(limit).unwrap_or(i64::MAX))
-            .bind(secs(lease))
-            .bind(worker)
-            .bind(&ids)
-            .bind(&attempts)
-            .fetch_all(&self.pool)
-            .await?;
-        rows.iter()
-            .map(|row| {
-                Ok(Claimed {
-                    id: JobId(row.try_get("id")?),
-                    attempt: row.try_get("attempt")?,
-                    max_attempts: row.try_get("max_attempts")?,
-                    payload: row.try_get("payload")?,
-                })
-            })
-            .collect()
+        self.driver
+            .claim(&self.name, worker, limit, lease, finished)
+            .await
     }
 
     /// Marks jobs done (compare-and-set on id and attempt); returns how many were.
+    ///
+    /// # Cancel safety
+    ///
+    /// One statement, applied whole or not at all, and idempotent: after a dropped call,
+    /// complete again (a second call counts only the jobs the first did not mark).
     pub async fn complete(&self, finished: &[(JobId, i32)]) -> Result<u64> {
-        self.migrate().await?;
-        let (ids, attempts) = columns(finished);
-        let done = sqlx::query(self.sql.sql(
-            "UPDATE {schema}.jobs j SET state = 'done', finished_at = now(), lease_until = NULL \
-               FROM unnest($1::bigint[], $2::int[]) AS f(id, attempt) \
-              WHERE j.id = f.id AND j.attempt = f.attempt AND j.state = 'running'",
-        ))
-        .bind(&ids)
-        .bind(&attempts)
-        .execute(&self.pool)
-        .await?;
-        Ok(done.rows_affected())
+        self.driver.complete(finished).await
     }
 
     /// Records a failed attempt: retried after `retry_in`, or dead when the attempts are used
     /// up or `final_failure` is set. `false` when this attempt no longer owns the job.
+    ///
+    /// # Cancel safety
+    ///
+    /// One statement, applied or not. A dropped call may have recorded the failure; calling
+    /// again then returns `false` (the attempt no longer runs), and if it was not recorded the
+    /// lease runs out and the reaper counts the attempt instead.
     pub async fn fail(
         &self,
         id: JobId,
@@ -521,206 +423,195 @@ impl Queue {
         retry_in: Duration,
         final_failure: bool,
     ) -> Result<bool> {
-        self.migrate().await?;
-        let state: Option<String> = sqlx::query_scalar(AssertSqlSafe(self.sql.fail.clone()))
-            .bind(id.0)
-            .bind(attempt)
-            .bind(error)
-            .bind(secs(retry_in))
-            .bind(final_failure)
-            .fetch_optional(&self.pool)
-            .await?;
-        Ok(state.is_some())
+        self.driver
+            .fail(id, attempt, error, retry_in, final_failure)
+            .await
     }
 
     /// Extends the leases of running jobs (compare-and-set); returns the ids still owned.
+    ///
+    /// # Cancel safety
+    ///
+    /// Cancel safe: a dropped heartbeat extended the leases or not; the next one does.
     pub async fn heartbeat(&self, running: &[(JobId, i32)], lease: Duration) -> Result<Vec<JobId>> {
-        let (ids, attempts) = columns(running);
-        let owned: Vec<i64> = sqlx::query_scalar(AssertSqlSafe(self.sql.heartbeat.clone()))
-            .bind(&ids)
-            .bind(&attempts)
-            .bind(secs(lease))
-            .fetch_all(&self.pool)
-            .await?;
-        Ok(owned.into_iter().map(JobId).collect())
+        self.driver.heartbeat(running, lease).await
     }
 
     /// Gives unfinished jobs back at once (graceful shutdown); their budget grows by one.
+    ///
+    /// # Cancel safety
+    ///
+    /// One statement, applied or not: jobs not handed back by a dropped call wait for their
+    /// lease to run out, then the reaper gives them back (their attempt counted).
     pub async fn hand_back(&self, running: &[(JobId, i32)]) -> Result<u64> {
-        let (ids, attempts) = columns(running);
-        let back: Vec<i64> = sqlx::query_scalar(AssertSqlSafe(self.sql.hand_back.clone()))
-            .bind(&ids)
-            .bind(&attempts)
-            .fetch_all(&self.pool)
-            .await?;
-        Ok(back.len() as u64)
+        self.driver.hand_back(running).await
     }
 
-    /// Rescues jobs of every queue in the schema whose lease expired, unless another reaper is
-    /// at work (one at a time, under an advisory lock). Returns how many were rescued.
+    /// Rescues jobs of every queue in the store whose lease expired, unless another reaper is
+    /// at work (one at a time, under an advisory lock or `GET_LOCK`). Returns how many were
+    /// rescued.
+    ///
+    /// # Cancel safety
+    ///
+    /// Cancel safe: one statement (in one transaction on PostgreSQL) rescues all its jobs or
+    /// none; the next reap finds what a dropped one left.
     pub async fn reap(&self) -> Result<u64> {
-        self.migrate().await?;
-        let mut tx = self.pool.begin().await?;
-        let alone: bool = sqlx::query_scalar(
-            self.sql
-                .sql("SELECT pg_try_advisory_xact_lock($1, hashtext('{schema}.reaper'))"),
-        )
-        .bind(ADVISORY_CLASS)
-        .fetch_one(&mut *tx)
-        .await?;
-        if !alone {
-            return Ok(0);
-        }
-        let rescued = sqlx::query(AssertSqlSafe(self.sql.reap.clone()))
-            .execute(&mut *tx)
-            .await?;
-        tx.commit().await?;
-        if rescued.rows_affected() > 0 {
-            tracing::warn!(
-                jobs = rescued.rows_affected(),
-                "rescued jobs whose lease expired"
-            );
-        }
-        Ok(rescued.rows_affected())
-    }
-
-    /// Vacuums the jobs table if it has more than `dead_tuples` dead row versions and no other
-    /// process is vacuuming it through lockwise. Every claim and completion leaves a dead
-    /// version behind, and the claim's index scan starts among the oldest entries, so a queue
-    /// under sustained load slows down as they pile up; autovacuum alone wakes up too rarely
-    /// (once a minute by default). Returns whether it vacuumed.
-    pub async fn vacuum_if_needed(&self, dead_tuples: i64) -> Result<bool> {
-        self.migrate().await?;
-        let mut conn = self.pool.acquire().await?;
-        let dead: Option<i64> = sqlx::query_scalar(self.sql.sql(
-            "SELECT n_dead_tup FROM pg_stat_user_tables WHERE relid = '{schema}.jobs'::regclass",
-        ))
-        .fetch_optional(&mut *conn)
-        .await?;
-        if dead.unwrap_or(0) < dead_tuples {
-            return Ok(false);
-        }
-        let alone: bool = sqlx::query_scalar(
-            self.sql
-                .sql("SELECT pg_try_advisory_lock($1, hashtext('{schema}.vacuum'))"),
-        )
-        .bind(ADVISORY_CLASS)
-        .fetch_one(&mut *conn)
-        .await?;
-        if !alone {
-            return Ok(false);
-        }
-        let vacuumed = sqlx::query(self.sql.sql("VACUUM (ANALYZE) {schema}.jobs"))
-            .execute(&mut *conn)
-            .await
-            .map_err(Error::from);
-        sqlx::query(
-            self.sql
-                .sql("SELECT pg_advisory_unlock($1, hashtext('{schema}.vacuum'))"),
-        )
-        .bind(ADVISORY_CLASS)
-        .execute(&mut *conn)
-        .await?;
-        vacuumed.map(|_| true)
+        self.driver.reap().await
     }
 
     /// Job counts by state.
+    ///
+    /// # Cancel safety
+    ///
+    /// Cancel safe: it only reads.
     pub async fn stats(&self) -> Result<Stats> {
-        self.migrate().await?;
-        let row = sqlx::query(self.sql.sql(
-            "SELECT count(*) FILTER (WHERE state = 'available') AS pending, \
-                    count(*) FILTER (WHERE state = 'available' AND run_at > now()) AS scheduled, \
-                    count(*) FILTER (WHERE state = 'running') AS running, \
-                    count(*) FILTER (WHERE state = 'done') AS done, \
-                    count(*) FILTER (WHERE state = 'dead') AS dead \
-               FROM {schema}.jobs WHERE queue = $1",
-        ))
-        .bind(&self.name)
-        .fetch_one(&self.pool)
-        .await?;
-        let get = |c: &str| row.try_get::<i64, _>(c).map_err(Error::from);
-        Ok(Stats {
-            pending: get("pending")?,
-            scheduled: get("scheduled")?,
-            running: get("running")?,
-            done: get("done")?,
-            dead: get("dead")?,
-        })
+        self.driver.stats(&self.name).await
     }
 
-    /// The dead letters, oldest first.
+    /// The dead letters, oldest first, at most `limit`.
+    ///
+    /// # Cancel safety
+    ///
+    /// Cancel safe: it only reads.
     pub async fn dead(&self, limit: i64) -> Result<Vec<DeadJob>> {
-        self.migrate().await?;
-        let rows = sqlx::query(self.sql.sql(
-            "SELECT id, payload, attempt, last_error, errors FROM {schema}.jobs \
-              WHERE queue = $1 AND state = 'dead' ORDER BY finished_at, id LIMIT $2",
-        ))
-        .bind(&self.name)
-        .bind(limit)
-        .fetch_all(&self.pool)
-        .await?;
-        rows.iter()
-            .map(|r| {
-                Ok(DeadJob {
-                    id: JobId(r.try_get("id")?),
-                    payload: r.try_get("payload")?,
-                    attempts: r.try_get("attempt")?,
-                    last_error: r.try_get("last_error")?,
-                    errors: r.try_get("errors")?,
-                })
-            })
-            .collect()
+        self.driver.dead(&self.name, limit).await
     }
 
     /// Sends a dead job back to available with a fresh budget of attempts. `false` if it is
-    /// not a dead job of this schema.
+    /// not a dead job of this store.
+    ///
+    /// # Cancel safety
+    ///
+    /// One statement, applied or not; after a dropped call that applied it, retrying again
+    /// returns `false`.
     pub async fn retry(&self, id: JobId) -> Result<bool> {
-        self.migrate().await?;
-        let done = sqlx::query(self.sql.sql(
-            "UPDATE {schema}.jobs SET state = 'available', run_at = now(), finished_at = NULL, \
-                    max_attempts = attempt + max_attempts \
-              WHERE id = $1 AND state = 'dead'",
-        ))
-        .bind(id.0)
-        .execute(&self.pool)
-        .await?;
-        Ok(done.rows_affected() == 1)
+        self.driver.retry(id).await
     }
 
     /// Deletes dead letters of this queue that died more than `older_than` ago.
+    ///
+    /// # Cancel safety
+    ///
+    /// Cancel safe: one statement deletes all or none, and purging again is harmless.
     pub async fn purge_dead(&self, older_than: Duration) -> Result<u64> {
-        self.delete_finished("dead", older_than).await
+        self.driver.purge_dead(&self.name, older_than).await
     }
 
-    /// Deletes dead letters of *every* queue in the schema that died more than `older_than` ago.
+    /// Deletes dead letters of *every* queue in the store that died more than `older_than` ago.
+    ///
+    /// # Cancel safety
+    ///
+    /// Cancel safe: one statement deletes all or none, and purging again is harmless.
     pub async fn purge_dead_everywhere(&self, older_than: Duration) -> Result<u64> {
-        self.migrate().await?;
-        let deleted = sqlx::query(self.sql.sql(
-            "DELETE FROM {schema}.jobs WHERE state = 'dead' \
-               AND finished_at < now() - make_interval(secs => $1)",
-        ))
-        .bind(secs(older_than))
-        .execute(&self.pool)
-        .await?;
-        Ok(deleted.rows_affected())
+        self.driver.purge_dead_everywhere(older_than).await
     }
 
     /// Retention: deletes jobs of this queue done more than `older_than` ago.
+    ///
+    /// # Cancel safety
+    ///
+    /// Cancel safe: one statement deletes all or none, and pruning again is harmless.
     pub async fn prune_done(&self, older_than: Duration) -> Result<u64> {
-        self.delete_finished("done", older_than).await
+        self.driver.prune_done(&self.name, older_than).await
     }
 
-    async fn delete_finished(&self, state: &str, older_than: Duration) -> Result<u64> {
-        self.migrate().await?;
-        let deleted = sqlx::query(self.sql.sql(
-            "DELETE FROM {schema}.jobs WHERE queue = $1 AND state = $2 \
-               AND finished_at < now() - make_interval(secs => $3)",
-        ))
-        .bind(&self.name)
-        .bind(state)
-        .bind(secs(older_than))
-        .execute(&self.pool)
-        .await?;
-        Ok(deleted.rows_affected())
+    /// The store's upkeep under sustained load (PostgreSQL: vacuums the jobs table when dead
+    /// row versions pile up); the worker calls it every couple of seconds.
+    async fn maintain(&self) -> Result<()> {
+        self.driver.maintain().await
     }
+
+    /// Calls `wake` whenever a job of this queue may have been enqueued, until `stop`.
+    async fn wake_ups(&self, wake: Arc<Notify>, stop: CancellationToken) {
+        self.driver.wake_ups(&self.name, wake, stop).await;
+    }
+}
+
+/// How [`connect`] opens a queue: which queue, the schema (PostgreSQL) or table prefix
+/// (MySQL), and the pool's size.
+///
+/// ```
+/// use lockwise::queue::ConnectOptions;
+/// let options = ConnectOptions::default().queue("emails").schema("billing").max_connections(12);
+/// ```
+#[derive(Debug, Clone)]
+#[non_exhaustive]
+pub struct ConnectOptions {
+    queue: String,
+    schema: String,
+    max_connections: u32,
+}
+
+impl Default for ConnectOptions {
+    /// Queue `default`, schema/prefix `lockwise`, at most 10 connections.
+    fn default() -> Self {
+        ConnectOptions {
+            queue: "default".to_owned(),
+            schema: "lockwise".to_owned(),
+            max_connections: 10,
+        }
+    }
+}
+
+impl ConnectOptions {
+    /// The queue's name.
+    pub fn queue(mut self, name: impl Into<String>) -> Self {
+        self.queue = name.into();
+        self
+    }
+
+    /// The PostgreSQL schema of the queue's tables, or on MariaDB/MySQL their name prefix
+    /// (lowercase letters, digits and `_`).
+    pub fn schema(mut self, schema: impl Into<String>) -> Self {
+        self.schema = schema.into();
+        self
+    }
+
+    /// The most connections the pool opens (at least 1). A worker wants its concurrency plus
+    /// a few (heartbeats, claims, the reaper, LISTEN).
+    pub fn max_connections(mut self, n: u32) -> Self {
+        self.max_connections = n.max(1);
+        self
+    }
+}
+
+/// Opens the queue a URL names — `postgres://` or `postgresql://` for PostgreSQL, `mysql://`
+/// or `mariadb://` for MariaDB/MySQL — and migrates it. The pool must answer within 5 s.
+///
+/// Errors: a malformed URL, another scheme, or a bad schema/prefix is an
+/// [`Error::InvalidConfig`]; a server that refuses or does not answer is an
+/// [`Error::Backend`]. Messages never contain the password.
+///
+/// ```no_run
+/// # async fn demo() -> lockwise::Result<()> {
+/// use lockwise::queue::{ConnectOptions, connect};
+/// let queue = connect("mysql://root@127.0.0.1/app", ConnectOptions::default().queue("emails")).await?;
+/// println!("{:?}", queue.stats().await?);
+/// # Ok(()) }
+/// ```
+///
+/// # Cancel safety
+///
+/// Cancel safe: a dropped call closes the pool it opened, and its migration, if it began,
+/// is applied whole or not at all (see [`Queue::migrate`]).
+pub async fn connect(url: &str, options: ConnectOptions) -> Result<Queue> {
+    let queue = match BackendUrl::parse(url)? {
+        #[cfg(feature = "postgres")]
+        BackendUrl::Postgres(url) => {
+            let pool = crate::db::postgres::pool(&url, options.max_connections).await?;
+            Queue::with_schema(pool, &options.schema, options.queue)?
+        }
+        #[cfg(feature = "mysql")]
+        BackendUrl::Mysql(url) => {
+            let pool = crate::db::mysql::pool(&url, options.max_connections).await?;
+            Queue::mysql_with_prefix(pool, &options.schema, options.queue)?
+        }
+        _ => {
+            return Err(Error::config(
+                "the queue needs a postgres:// or mysql:// URL",
+            ));
+        }
+    };
+    queue.migrate().await?;
+    Ok(queue)
 }

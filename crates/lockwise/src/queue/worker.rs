@@ -9,16 +9,34 @@ use std::sync::{Arc, Mutex, PoisonError};
 use std::time::Duration;
 
 use serde_json::Value;
-use sqlx::postgres::PgListener;
 use tokio::sync::{Notify, Semaphore, mpsc};
+use tokio::task::{AbortHandle, JoinSet};
 use tokio::time::{Instant, sleep, timeout};
 use tokio_util::sync::CancellationToken;
 
-use super::{JobId, JobStore, Queue};
+use super::{JobId, Queue};
 use crate::error::Result;
+use crate::options::Retry;
+
+/// The handlers in flight: attempt and task of each job.
+type Running = Arc<Mutex<HashMap<JobId, (i32, AbortHandle)>>>;
+
+/// Aborts every handler still in flight when dropped: with it, dropping [`Worker::run`]'s
+/// future stops its handlers instead of leaving them running unsupervised.
+struct AbortHandlers(Running);
+
+impl Drop for AbortHandlers {
+    fn drop(&mut self) {
+        let mut running = self.0.lock().unwrap_or_else(PoisonError::into_inner);
+        for (_, (_, task)) in running.drain() {
+            task.abort();
+        }
+    }
+}
 
 /// What a handler receives.
 #[derive(Debug, Clone)]
+#[non_exhaustive]
 pub struct JobContext {
     /// The job.
     pub id: JobId,
@@ -34,6 +52,7 @@ pub struct JobContext {
 
 /// What a worker did before it stopped.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+#[non_exhaustive]
 pub struct WorkerReport {
     /// Jobs completed.
     pub done: u64,
@@ -43,11 +62,10 @@ pub struct WorkerReport {
     pub handed_back: u64,
 }
 
-/// Runs handlers for one queue ([`Queue`] on PostgreSQL, or `MysqlQueue`). See the
-/// [module docs](super).
+/// Runs handlers for one [`Queue`], on either database. See the [module docs](super).
 #[derive(Debug, Clone)]
-pub struct Worker<Q = Queue> {
-    queue: Q,
+pub struct Worker {
+    queue: Queue,
     id: String,
     concurrency: usize,
     batch: usize,
@@ -55,7 +73,7 @@ pub struct Worker<Q = Queue> {
     timeout: Option<Duration>,
     poll: Duration,
     grace: Duration,
-    backoff: (Duration, Duration),
+    retry: Retry,
 }
 
 /// How one execution ended.
@@ -70,10 +88,10 @@ struct Finished {
     outcome: Outcome,
 }
 
-impl<Q: JobStore> Worker<Q> {
+impl Worker {
     /// A worker for `queue`: concurrency 8, batches of 10, 30 s leases, no execution timeout,
     /// a 1 s fallback poll, 30 s of grace at shutdown, retries after 1 s doubling to 1 h.
-    pub fn new(queue: Q) -> Self {
+    pub fn new(queue: Queue) -> Self {
         let id = format!(
             "{}-{}-{:04x}",
             hostname(),
@@ -89,7 +107,7 @@ impl<Q: JobStore> Worker<Q> {
             timeout: None,
             poll: Duration::from_secs(1),
             grace: Duration::from_secs(30),
-            backoff: (Duration::from_secs(1), Duration::from_secs(3600)),
+            retry: Retry::exponential(Duration::from_secs(1), Duration::from_secs(3600)),
         }
     }
 
@@ -130,9 +148,10 @@ impl<Q: JobStore> Worker<Q> {
         self
     }
 
-    /// Retry delays: `min · 2^(attempt−1)` with jitter, at most `max`.
+    /// Retry delays: `min · 2^(attempt−1)` with jitter, at most `max` (the crate's
+    /// [`Retry::exponential`]).
     pub fn backoff(mut self, min: Duration, max: Duration) -> Self {
-        self.backoff = (min, max.max(min));
+        self.retry = Retry::exponential(min, max.max(min));
         self
     }
 
@@ -141,17 +160,23 @@ impl<Q: JobStore> Worker<Q> {
         &self.id
     }
 
+    /// The delay before retrying after attempt `attempt` (1 for the first) failed.
     fn retry_delay(&self, attempt: i32) -> Duration {
-        let (min, max) = self.backoff;
-        let step = min
-            .saturating_mul(1u32 << attempt.clamp(1, 20).saturating_sub(1))
-            .min(max);
-        step.mul_f64(rand::random_range(0.5..=1.0))
+        let failures = u32::try_from(attempt.saturating_sub(1)).unwrap_or(0);
+        self.retry.backoff(failures).unwrap_or(Duration::ZERO)
     }
 
     /// Runs until `shutdown` is cancelled: then stops claiming, lets in-flight jobs finish
     /// within the grace period, and gives the rest back. Handler errors *and panics* are
     /// recorded as failed attempts.
+    ///
+    /// # Cancel safety
+    ///
+    /// Cancel `shutdown` to stop gracefully. Dropping the future instead stops at once: every
+    /// handler still running is aborted, and so are the heartbeat, the reaper and the
+    /// wake-ups. Nothing is handed back and nothing is acknowledged: the jobs it had claimed
+    /// keep their leases until they run out, then a reaper gives them back with the attempt
+    /// counted — including jobs that finished after the last claim, which will run again.
     pub async fn run<H, Fut, E>(
         self,
         handler: H,
@@ -165,21 +190,25 @@ impl<Q: JobStore> Worker<Q> {
         self.queue.migrate().await?;
         let handler = Arc::new(handler);
         let slots = Arc::new(Semaphore::new(self.concurrency));
-        let running: Arc<Mutex<HashMap<JobId, (i32, tokio::task::AbortHandle)>>> = Arc::default();
+        let running: Running = Arc::default();
+        // This guard and `tasks` below stop the handlers and the background tasks whenever
+        // `run` ends, also when its future is dropped.
+        let _handlers = AbortHandlers(running.clone());
         let (finished_tx, mut finished_rx) = mpsc::unbounded_channel::<Finished>();
         let wake = Arc::new(Notify::new());
         let background = CancellationToken::new();
         let _stop_background = background.clone().drop_guard();
+        let mut tasks = JoinSet::new();
         let store = self.queue.clone();
         let (w, b) = (wake.clone(), background.clone());
-        tokio::spawn(async move { store.wake_ups(w, b).await });
-        tokio::spawn(heartbeat(
+        tasks.spawn(async move { store.wake_ups(w, b).await });
+        tasks.spawn(heartbeat(
             self.queue.clone(),
             running.clone(),
             self.lease,
             background.clone(),
         ));
-        tokio::spawn(reaper(self.queue.clone(), self.lease, background.clone()));
+        tasks.spawn(reaper(self.queue.clone(), self.lease, background.clone()));
 
         let mut report = WorkerReport::default();
         let mut acks: Vec<(JobId, i32)> = Vec::new();
@@ -278,7 +307,7 @@ impl<Q: JobStore> Worker<Q> {
     async fn settle(
         &self,
         f: Finished,
-        running: &Mutex<HashMap<JobId, (i32, tokio::task::AbortHandle)>>,
+        running: &Mutex<HashMap<JobId, (i32, AbortHandle)>>,
         acks: &mut Vec<(JobId, i32)>,
         report: &mut WorkerReport,
     ) {
@@ -317,7 +346,7 @@ fn execute<H, Fut, E>(
     limit: Option<Duration>,
     finished: mpsc::UnboundedSender<Finished>,
     permit: tokio::sync::OwnedSemaphorePermit,
-) -> tokio::task::AbortHandle
+) -> AbortHandle
 where
     H: Fn(JobContext) -> Fut + Send + Sync + 'static,
     Fut: Future<Output = std::result::Result<(), E>> + Send + 'static,
@@ -363,45 +392,8 @@ fn panic_message(join: tokio::task::JoinError) -> String {
         .unwrap_or_else(|| "(no message)".to_owned())
 }
 
-/// Wakes the claim loop on NOTIFY for this queue, and once after every reconnect.
-pub(super) async fn listen(queue: Queue, wake: Arc<Notify>, stop: CancellationToken) {
-    loop {
-        let connected = async {
-            let mut listener = PgListener::connect_with(queue.pool()).await?;
-            listener.listen(queue.channel()).await?;
-            wake.notify_one(); // anything enqueued while we were not listening
-            loop {
-                match listener.try_recv().await? {
-                    Some(note) if note.payload() == queue.name() => wake.notify_one(),
-                    Some(_) => {}
-                    None => wake.notify_one(), // reconnected: poll once
-                }
-            }
-            #[allow(unreachable_code)]
-            Ok::<(), sqlx::Error>(())
-        };
-        tokio::select! {
-            _ = stop.cancelled() => return,
-            result = connected => {
-                if let Err(error) = result {
-                    tracing::warn!(%error, "LISTEN failed; polling until it is back");
-                }
-            }
-        }
-        tokio::select! {
-            _ = stop.cancelled() => return,
-            _ = sleep(Duration::from_secs(1)) => {}
-        }
-    }
-}
-
 /// Extends the leases of running jobs every third of the lease.
-async fn heartbeat<Q: JobStore>(
-    queue: Q,
-    running: Arc<Mutex<HashMap<JobId, (i32, tokio::task::AbortHandle)>>>,
-    lease: Duration,
-    stop: CancellationToken,
-) {
+async fn heartbeat(queue: Queue, running: Running, lease: Duration, stop: CancellationToken) {
     loop {
         tokio::select! {
             _ = stop.cancelled() => return,
@@ -437,7 +429,7 @@ async fn heartbeat<Q: JobStore>(
 
 /// Rescues expired leases every half lease (one reaper at a time across processes), and
 /// looks after the table every couple of seconds.
-async fn reaper<Q: JobStore>(queue: Q, lease: Duration, stop: CancellationToken) {
+async fn reaper(queue: Queue, lease: Duration, stop: CancellationToken) {
     let maintenance = Duration::from_secs(2);
     let mut next_reap = Instant::now() + lease / 2;
     loop {

@@ -1,0 +1,5 @@
+-- Claim, step 2 of 3: leases the locked jobs to the worker and counts the attempt.
+-- ? lease (µs), ? worker, then the ids; {ids} is one `?` per id, filled in at run time.
+UPDATE {jobs} SET state = 'running', attempt = attempt + 1,
+       lease_until = NOW(6) + INTERVAL ? MICROSECOND, worker = ?
+ WHERE id IN ({ids})

@@ -1,0 +1,110 @@
+//! The internal driver interface between [`Queue`](super::Queue) and a database: **not for
+//! user code**. Each database implements it in a file of its own (`queue/postgres.rs`,
+//! `queue/mysql.rs`) that holds its SQL (under `sql/<database>/queue/`); the public API and
+//! the worker runtime call only this trait, so they know no database.
+//!
+//! Every method mirrors the [`Queue`](super::Queue) method of the same name, which documents
+//! its meaning and its cancel safety; `queue` is the queue's name where the statement is per
+//! queue.
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use async_trait::async_trait;
+use tokio::sync::Notify;
+use tokio_util::sync::CancellationToken;
+
+use super::{Claimed, DeadJob, Executor, Job, JobId, Stats};
+use crate::error::Result;
+
+/// A queue store on one database. Internal: its methods may change in any release.
+#[async_trait]
+pub(crate) trait Driver: std::fmt::Debug + Send + Sync + 'static {
+    /// Applies the missing migrations, once per process and store.
+    async fn migrate(&self) -> Result<()>;
+
+    /// Inserts one job (or finds the job with the same idempotency key).
+    async fn enqueue(&self, queue: &str, job: &Job) -> Result<JobId>;
+
+    /// Inserts jobs in one transaction.
+    async fn enqueue_many(&self, queue: &str, jobs: &[Job]) -> Result<Vec<JobId>>;
+
+    /// Inserts one job through the caller's connection; a connection of another database is
+    /// an [`Error::InvalidConfig`](crate::Error::InvalidConfig).
+    async fn enqueue_in(&self, conn: Executor<'_>, queue: &str, job: &Job) -> Result<JobId>;
+
+    /// Acknowledges `finished` as done, then claims up to `limit` ready jobs.
+    async fn claim(
+        &self,
+        queue: &str,
+        worker: &str,
+        limit: usize,
+        lease: Duration,
+        finished: &[(JobId, i32)],
+    ) -> Result<Vec<Claimed>>;
+
+    /// Marks jobs done (compare-and-set on id and attempt).
+    async fn complete(&self, finished: &[(JobId, i32)]) -> Result<u64>;
+
+    /// Records a failed attempt (compare-and-set); `false` when the attempt lost the job.
+    async fn fail(
+        &self,
+        id: JobId,
+        attempt: i32,
+        error: &str,
+        retry_in: Duration,
+        final_failure: bool,
+    ) -> Result<bool>;
+
+    /// Extends leases; returns the jobs still owned.
+    async fn heartbeat(&self, running: &[(JobId, i32)], lease: Duration) -> Result<Vec<JobId>>;
+
+    /// Gives unfinished jobs back (graceful shutdown).
+    async fn hand_back(&self, running: &[(JobId, i32)]) -> Result<u64>;
+
+    /// Rescues expired leases of every queue in the store (one reaper at a time).
+    async fn reap(&self) -> Result<u64>;
+
+    /// Job counts of one queue by state.
+    async fn stats(&self, queue: &str) -> Result<Stats>;
+
+    /// The dead letters of one queue, oldest first.
+    async fn dead(&self, queue: &str, limit: i64) -> Result<Vec<DeadJob>>;
+
+    /// Sends a dead job back to available with a fresh budget.
+    async fn retry(&self, id: JobId) -> Result<bool>;
+
+    /// Deletes one queue's dead letters older than `older_than`.
+    async fn purge_dead(&self, queue: &str, older_than: Duration) -> Result<u64>;
+
+    /// Deletes every queue's dead letters older than `older_than`.
+    async fn purge_dead_everywhere(&self, older_than: Duration) -> Result<u64>;
+
+    /// Deletes one queue's done jobs older than `older_than`.
+    async fn prune_done(&self, queue: &str, older_than: Duration) -> Result<u64>;
+
+    /// Keeps the store healthy under sustained load, called by every worker every couple of
+    /// seconds (PostgreSQL vacuums the jobs table when dead tuples pile up); one at a time.
+    async fn maintain(&self) -> Result<()> {
+        Ok(())
+    }
+
+    /// Calls `wake` whenever a job of `queue` may have been enqueued, until `stop`. Stores
+    /// without notifications never call it: the worker polls.
+    async fn wake_ups(&self, queue: &str, wake: Arc<Notify>, stop: CancellationToken) {
+        let _ = (queue, wake);
+        stop.cancelled().await;
+    }
+
+    /// The PostgreSQL pool, for a store on PostgreSQL.
+    #[cfg(feature = "postgres")]
+    fn postgres_pool(&self) -> Option<&sqlx::PgPool> {
+        None
+    }
+
+    /// The MySQL pool, for a store on MariaDB/MySQL.
+    #[cfg(feature = "mysql")]
+    fn mysql_pool(&self) -> Option<&sqlx::MySqlPool> {
+        None
+    }
+}

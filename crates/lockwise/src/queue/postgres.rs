@@ -1,0 +1,477 @@
+//! The queue on PostgreSQL: one statement per claim (a materialized CTE of at most `n` rows
+//! locked with `FOR UPDATE SKIP LOCKED`, then an `UPDATE … FROM` it, which also acknowledges
+//! the finished jobs), LISTEN/NOTIFY wake-ups, and a vacuum when dead tuples pile up. The SQL
+//! is in `sql/postgres/queue/`.
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use async_trait::async_trait;
+use sqlx::postgres::{PgConnection, PgListener, PgPool};
+use sqlx::{AssertSqlSafe, Connection, Row};
+use tokio::sync::{Notify, OnceCell};
+use tokio::time::sleep;
+use tokio_util::sync::CancellationToken;
+
+use super::driver::Driver;
+use super::{Claimed, DeadJob, Executor, Job, JobId, Stats};
+use crate::db::postgres::{ADVISORY_CLASS, Schema};
+use crate::error::{Error, Result};
+
+/// The worker vacuums the jobs table past this many dead row versions.
+const VACUUM_DEAD_TUPLES: i64 = 10_000;
+
+/// The versioned migrations of the queue schema.
+const MIGRATIONS: &[(i32, &str)] = &[(1, include_str!("../../sql/postgres/queue/v1.sql"))];
+
+/// The SQL of one queue schema, with the schema name (and channel) filled in once.
+#[derive(Debug)]
+struct Statements {
+    migrations_table: String,
+    migrate_lock: String,
+    migration_version: String,
+    migration_applied: String,
+    enqueue: String,
+    claim: String,
+    complete: String,
+    fail: String,
+    heartbeat: String,
+    hand_back: String,
+    reaper_lock: String,
+    reap: String,
+    vacuum_dead_tuples: String,
+    vacuum_lock: String,
+    vacuum: String,
+    vacuum_unlock: String,
+    stats: String,
+    dead: String,
+    retry: String,
+    purge_dead_everywhere: String,
+    delete_finished: String,
+}
+
+impl Statements {
+    fn new(schema: &Schema, channel: &str) -> Self {
+        let fill = |template: &str| schema.sql(&template.replace("{channel}", channel)).0;
+        macro_rules! sql {
+            ($file:literal) => {
+                fill(include_str!(concat!("../../sql/postgres/queue/", $file)))
+            };
+        }
+        Statements {
+            migrations_table: sql!("migrations_table.sql"),
+            migrate_lock: sql!("migrate_lock.sql"),
+            migration_version: sql!("migration_version.sql"),
+            migration_applied: sql!("migration_applied.sql"),
+            enqueue: sql!("enqueue.sql"),
+            claim: sql!("claim.sql"),
+            complete: sql!("complete.sql"),
+            fail: sql!("fail.sql"),
+            heartbeat: sql!("heartbeat.sql"),
+            hand_back: sql!("hand_back.sql"),
+            reaper_lock: sql!("reaper_lock.sql"),
+            reap: sql!("reap.sql"),
+            vacuum_dead_tuples: sql!("vacuum_dead_tuples.sql"),
+            vacuum_lock: sql!("vacuum_lock.sql"),
+            vacuum: sql!("vacuum.sql"),
+            vacuum_unlock: sql!("vacuum_unlock.sql"),
+            stats: sql!("stats.sql"),
+            dead: sql!("dead.sql"),
+            retry: sql!("retry.sql"),
+            purge_dead_everywhere: sql!("purge_dead_everywhere.sql"),
+            delete_finished: sql!("delete_finished.sql"),
+        }
+    }
+}
+
+/// `sqlx` wants to be told that a prepared, schema-filled statement is safe.
+fn q(sql: &str) -> AssertSqlSafe<String> {
+    AssertSqlSafe(sql.to_owned())
+}
+
+/// The queues of one PostgreSQL schema.
+#[derive(Debug)]
+pub(super) struct PgDriver {
+    pool: PgPool,
+    schema: Schema,
+    /// The NOTIFY channel of the schema's queues (the payload is the queue name).
+    channel: String,
+    sql: Statements,
+    migrated: OnceCell<()>,
+}
+
+/// `(id, attempt)` pairs as the two arrays the statements `unnest`.
+fn columns(jobs: &[(JobId, i32)]) -> (Vec<i64>, Vec<i32>) {
+    jobs.iter().map(|(id, attempt)| (id.0, *attempt)).unzip()
+}
+
+fn secs(d: Duration) -> f64 {
+    d.as_secs_f64()
+}
+
+impl PgDriver {
+    /// The store in `schema`, whose plain name is `schema_name`.
+    pub(super) fn new(pool: PgPool, schema: Schema, schema_name: &str) -> Self {
+        let channel = format!("{schema_name}_jobs");
+        PgDriver {
+            sql: Statements::new(&schema, &channel),
+            pool,
+            schema,
+            channel,
+            migrated: OnceCell::new(),
+        }
+    }
+
+    async fn apply_migrations(&self, conn: &mut PgConnection) -> Result<()> {
+        let mut tx = conn.begin().await?;
+        sqlx::query(q(&self.sql.migrate_lock))
+            .bind(ADVISORY_CLASS)
+            .execute(&mut *tx)
+            .await?;
+        sqlx::raw_sql(q(&self.sql.migrations_table))
+            .execute(&mut *tx)
+            .await?;
+        let current: Option<i32> = sqlx::query_scalar(q(&self.sql.migration_version))
+            .fetch_one(&mut *tx)
+            .await?;
+        for (version, text) in MIGRATIONS {
+            if current.is_some_and(|c| c >= *version) {
+                continue;
+            }
+            let text = text.replace("{channel}", &self.channel);
+            sqlx::raw_sql(self.schema.sql(&text))
+                .execute(&mut *tx)
+                .await?;
+            sqlx::query(q(&self.sql.migration_applied))
+                .bind(version)
+                .execute(&mut *tx)
+                .await?;
+            tracing::info!(version, "queue schema migrated");
+        }
+        tx.commit().await.map_err(Error::from)
+    }
+
+    async fn insert(&self, conn: &mut PgConnection, queue: &str, job: &Job) -> Result<JobId> {
+        for _ in 0..3 {
+            let id: Option<i64> = sqlx::query_scalar(q(&self.sql.enqueue))
+                .bind(queue)
+                .bind(&job.payload)
+                .bind(job.priority)
+                .bind(secs(job.delay))
+                .bind(job.max_attempts)
+                .bind(job.key.as_deref())
+                .fetch_optional(&mut *conn)
+                .await?;
+            if let Some(id) = id {
+                return Ok(JobId(id));
+            }
+            // A concurrent enqueue with the same key committed after this statement's
+            // snapshot: look again.
+        }
+        Err(Error::backend_msg(
+            "postgres",
+            "enqueue found neither a new nor an existing job",
+        ))
+    }
+
+    /// Vacuums the jobs table if it has more than `dead_tuples` dead row versions and no
+    /// other process is vacuuming it through lockwise. Every claim and completion leaves a
+    /// dead version behind, and the claim's index scan starts among the oldest entries, so a
+    /// queue under sustained load slows down as they pile up; autovacuum alone wakes up too
+    /// rarely (once a minute by default). Returns whether it vacuumed.
+    async fn vacuum_if_needed(&self, dead_tuples: i64) -> Result<bool> {
+        self.migrate().await?;
+        let mut conn = self.pool.acquire().await?;
+        let dead: Option<i64> = sqlx::query_scalar(q(&self.sql.vacuum_dead_tuples))
+            .fetch_optional(&mut *conn)
+            .await?;
+        if dead.unwrap_or(0) < dead_tuples {
+            return Ok(false);
+        }
+        let alone: bool = sqlx::query_scalar(q(&self.sql.vacuum_lock))
+            .bind(ADVISORY_CLASS)
+            .fetch_one(&mut *conn)
+            .await?;
+        if !alone {
+            return Ok(false);
+        }
+        let vacuumed = sqlx::query(q(&self.sql.vacuum))
+            .execute(&mut *conn)
+            .await
+            .map_err(Error::from);
+        sqlx::query(q(&self.sql.vacuum_unlock))
+            .bind(ADVISORY_CLASS)
+            .execute(&mut *conn)
+            .await?;
+        vacuumed.map(|_| true)
+    }
+
+    async fn delete_finished(&self, queue: &str, state: &str, older_than: Duration) -> Result<u64> {
+        self.migrate().await?;
+        let deleted = sqlx::query(q(&self.sql.delete_finished))
+            .bind(queue)
+            .bind(state)
+            .bind(secs(older_than))
+            .execute(&self.pool)
+            .await?;
+        Ok(deleted.rows_affected())
+    }
+}
+
+#[async_trait]
+impl Driver for PgDriver {
+    async fn migrate(&self) -> Result<()> {
+        self.migrated
+            .get_or_try_init(|| async {
+                let mut conn = self.pool.acquire().await?;
+                self.apply_migrations(&mut conn).await
+            })
+            .await
+            .map(|_| ())
+    }
+
+    async fn enqueue(&self, queue: &str, job: &Job) -> Result<JobId> {
+        self.migrate().await?;
+        let mut conn = self.pool.acquire().await?;
+        self.insert(&mut conn, queue, job).await
+    }
+
+    async fn enqueue_many(&self, queue: &str, jobs: &[Job]) -> Result<Vec<JobId>> {
+        self.migrate().await?;
+        let mut tx = self.pool.begin().await?;
+        let mut ids = Vec::with_capacity(jobs.len());
+        for job in jobs {
+            ids.push(self.insert(&mut tx, queue, job).await?);
+        }
+        tx.commit().await?;
+        Ok(ids)
+    }
+
+    async fn enqueue_in(&self, conn: Executor<'_>, queue: &str, job: &Job) -> Result<JobId> {
+        // With the mysql feature off this enum has only the PostgreSQL variant.
+        #[allow(irrefutable_let_patterns)]
+        let Executor::Postgres(conn) = conn else {
+            return Err(Error::config(
+                "enqueue_in on a PostgreSQL queue needs a PostgreSQL connection",
+            ));
+        };
+        self.migrate().await?;
+        self.insert(conn, queue, job).await
+    }
+
+    async fn claim(
+        &self,
+        queue: &str,
+        worker: &str,
+        limit: usize,
+        lease: Duration,
+        finished: &[(JobId, i32)],
+    ) -> Result<Vec<Claimed>> {
+        self.migrate().await?;
+        let (ids, attempts) = columns(finished);
+        let rows = sqlx::query(q(&self.sql.claim))
+            .bind(queue)
+            .bind(i64::try_from(limit).unwrap_or(i64::MAX))
+            .bind(secs(lease))
+            .bind(worker)
+            .bind(&ids)
+            .bind(&attempts)
+            .fetch_all(&self.pool)
+            .await?;
+        rows.iter()
+            .map(|row| {
+                Ok(Claimed {
+                    id: JobId(row.try_get("id")?),
+                    attempt: row.try_get("attempt")?,
+                    max_attempts: row.try_get("max_attempts")?,
+                    payload: row.try_get("payload")?,
+                })
+            })
+            .collect()
+    }
+
+    async fn complete(&self, finished: &[(JobId, i32)]) -> Result<u64> {
+        self.migrate().await?;
+        let (ids, attempts) = columns(finished);
+        let done = sqlx::query(q(&self.sql.complete))
+            .bind(&ids)
+            .bind(&attempts)
+            .execute(&self.pool)
+            .await?;
+        Ok(done.rows_affected())
+    }
+
+    async fn fail(
+        &self,
+        id: JobId,
+        attempt: i32,
+        error: &str,
+        retry_in: Duration,
+        final_failure: bool,
+    ) -> Result<bool> {
+        self.migrate().await?;
+        let state: Option<String> = sqlx::query_scalar(q(&self.sql.fail))
+            .bind(id.0)
+            .bind(attempt)
+            .bind(error)
+            .bind(secs(retry_in))
+            .bind(final_failure)
+            .fetch_optional(&self.pool)
+            .await?;
+        Ok(state.is_some())
+    }
+
+    async fn heartbeat(&self, running: &[(JobId, i32)], lease: Duration) -> Result<Vec<JobId>> {
+        let (ids, attempts) = columns(running);
+        let owned: Vec<i64> = sqlx::query_scalar(q(&self.sql.heartbeat))
+            .bind(&ids)
+            .bind(&attempts)
+            .bind(secs(lease))
+            .fetch_all(&self.pool)
+            .await?;
+        Ok(owned.into_iter().map(JobId).collect())
+    }
+
+    async fn hand_back(&self, running: &[(JobId, i32)]) -> Result<u64> {
+        let (ids, attempts) = columns(running);
+        let back: Vec<i64> = sqlx::query_scalar(q(&self.sql.hand_back))
+            .bind(&ids)
+            .bind(&attempts)
+            .fetch_all(&self.pool)
+            .await?;
+        Ok(back.len() as u64)
+    }
+
+    async fn reap(&self) -> Result<u64> {
+        self.migrate().await?;
+        let mut tx = self.pool.begin().await?;
+        let alone: bool = sqlx::query_scalar(q(&self.sql.reaper_lock))
+            .bind(ADVISORY_CLASS)
+            .fetch_one(&mut *tx)
+            .await?;
+        if !alone {
+            return Ok(0);
+        }
+        let rescued = sqlx::query(q(&self.sql.reap)).execute(&mut *tx).await?;
+        tx.commit().await?;
+        if rescued.rows_affected() > 0 {
+            tracing::warn!(
+                jobs = rescued.rows_affected(),
+                "rescued jobs whose lease expired"
+            );
+        }
+        Ok(rescued.rows_affected())
+    }
+
+    async fn stats(&self, queue: &str) -> Result<Stats> {
+        self.migrate().await?;
+        let row = sqlx::query(q(&self.sql.stats))
+            .bind(queue)
+            .fetch_one(&self.pool)
+            .await?;
+        let get = |c: &str| row.try_get::<i64, _>(c).map_err(Error::from);
+        Ok(Stats {
+            pending: get("pending")?,
+            scheduled: get("scheduled")?,
+            running: get("running")?,
+            done: get("done")?,
+            dead: get("dead")?,
+        })
+    }
+
+    async fn dead(&self, queue: &str, limit: i64) -> Result<Vec<DeadJob>> {
+        self.migrate().await?;
+        let rows = sqlx::query(q(&self.sql.dead))
+            .bind(queue)
+            .bind(limit)
+            .fetch_all(&self.pool)
+            .await?;
+        rows.iter()
+            .map(|r| {
+                Ok(DeadJob {
+                    id: JobId(r.try_get("id")?),
+                    payload: r.try_get("payload")?,
+                    attempts: r.try_get("attempt")?,
+                    last_error: r.try_get("last_error")?,
+                    errors: r.try_get("errors")?,
+                })
+            })
+            .collect()
+    }
+
+    async fn retry(&self, id: JobId) -> Result<bool> {
+        self.migrate().await?;
+        let done = sqlx::query(q(&self.sql.retry))
+            .bind(id.0)
+            .execute(&self.pool)
+            .await?;
+        Ok(done.rows_affected() == 1)
+    }
+
+    async fn purge_dead(&self, queue: &str, older_than: Duration) -> Result<u64> {
+        self.delete_finished(queue, "dead", older_than).await
+    }
+
+    async fn purge_dead_everywhere(&self, older_than: Duration) -> Result<u64> {
+        self.migrate().await?;
+        let deleted = sqlx::query(q(&self.sql.purge_dead_everywhere))
+            .bind(secs(older_than))
+            .execute(&self.pool)
+            .await?;
+        Ok(deleted.rows_affected())
+    }
+
+    async fn prune_done(&self, queue: &str, older_than: Duration) -> Result<u64> {
+        self.delete_finished(queue, "done", older_than).await
+    }
+
+    async fn maintain(&self) -> Result<()> {
+        self.vacuum_if_needed(VACUUM_DEAD_TUPLES).await.map(|_| ())
+    }
+
+    async fn wake_ups(&self, queue: &str, wake: Arc<Notify>, stop: CancellationToken) {
+        listen(&self.pool, &self.channel, queue, &wake, &stop).await;
+    }
+
+    fn postgres_pool(&self) -> Option<&PgPool> {
+        Some(&self.pool)
+    }
+}
+
+/// Wakes the claim loop on NOTIFY for `queue`, and once after every reconnect, until `stop`.
+async fn listen(
+    pool: &PgPool,
+    channel: &str,
+    queue: &str,
+    wake: &Notify,
+    stop: &CancellationToken,
+) {
+    loop {
+        let connected = async {
+            let mut listener = PgListener::connect_with(pool).await?;
+            listener.listen(channel).await?;
+            wake.notify_one(); // anything enqueued while we were not listening
+            loop {
+                match listener.try_recv().await? {
+                    Some(note) if note.payload() == queue => wake.notify_one(),
+                    Some(_) => {}
+                    None => wake.notify_one(), // reconnected: poll once
+                }
+            }
+            #[allow(unreachable_code)]
+            Ok::<(), sqlx::Error>(())
+        };
+        tokio::select! {
+            _ = stop.cancelled() => return,
+            result = connected => {
+                if let Err(error) = result {
+                    tracing::warn!(%error, "LISTEN failed; polling until it is back");
+                }
+            }
+        }
+        tokio::select! {
+            _ = stop.cancelled() => return,
+            _ = sleep(Duration::from_secs(1)) => {}
+        }
+    }
+}
