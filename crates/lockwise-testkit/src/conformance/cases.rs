@@ -6,7 +6,7 @@
 
 use std::time::Duration;
 
-use lockwise::{Error, LockOptions, Locker, Retry};
+use lockwise::{Error, Guard, LockOptions, Locker, Retry};
 use tokio::time::{Instant, sleep, timeout};
 
 use super::Harness;
@@ -16,6 +16,52 @@ const MS: Duration = Duration::from_millis(1);
 
 fn ttl(ms: u32) -> LockOptions {
     LockOptions::ttl(ms * MS)
+}
+
+/// Two new clients of the harness's store.
+async fn two(h: &dyn Harness) -> (Locker, Locker) {
+    (h.locker().await, h.locker().await)
+}
+
+/// Takes the lock `k`, which must be free.
+async fn take(locker: &Locker, opts: LockOptions) -> Guard {
+    locker
+        .try_acquire("k", &opts)
+        .await
+        .unwrap()
+        .expect("the lock is free")
+}
+
+/// A lease that is not renewed.
+fn lease(ms: u32) -> LockOptions {
+    ttl(ms).renew(false)
+}
+
+/// Waits up to `wait_ms` for a lock, trying again every `poll_ms`.
+fn polling(poll_ms: u32, wait_ms: u32) -> LockOptions {
+    ttl(5_000)
+        .retry(Retry::linear(poll_ms * MS))
+        .wait(wait_ms * MS)
+}
+
+/// Waits up to 15 s but polls only every 10 s: only a release event (or the holder's known
+/// expiry) wakes it sooner.
+fn on_events() -> LockOptions {
+    polling(10_000, 15_000)
+}
+
+/// Waits for the lock `k` with `opts` (it must come free in time: `why`), then releases it.
+async fn acquire_and_release(locker: &Locker, opts: LockOptions, why: &str) {
+    let guard = locker.acquire("k", &opts).await.expect(why);
+    assert!(guard.release().await.unwrap());
+}
+
+/// A client whose acquire replies arrive `delay` after the server acted, and its wrapper.
+async fn late_replies(h: &dyn Harness, delay: Duration) -> (FlakyBackend, Locker) {
+    let faulty = flaky(h).await;
+    faulty.delay_replies(Op::TryAcquire, delay);
+    let locker = Locker::new(faulty.clone());
+    (faulty, locker)
 }
 
 /// Whether a case that only release events can pass must be skipped (said on stderr).
@@ -33,7 +79,7 @@ async fn flaky(h: &dyn Harness) -> FlakyBackend {
 }
 
 pub(crate) async fn two_holders_exclude_each_other(h: &dyn Harness) {
-    let (a, b) = (h.locker().await, h.locker().await);
+    let (a, b) = two(h).await;
     let opts = ttl(5_000);
     let ga = a
         .try_acquire("k", &opts)
@@ -64,8 +110,8 @@ pub(crate) async fn two_holders_exclude_each_other(h: &dyn Harness) {
 }
 
 pub(crate) async fn waiting_times_out_with_a_typed_error(h: &dyn Harness) {
-    let (a, b) = (h.locker().await, h.locker().await);
-    let held = a.try_acquire("k", &ttl(5_000)).await.unwrap().unwrap();
+    let (a, b) = two(h).await;
+    let held = take(&a, ttl(5_000)).await;
     let start = Instant::now();
     let err = b
         .acquire("k", &ttl(5_000).wait(300 * MS))
@@ -87,12 +133,8 @@ pub(crate) async fn waiting_times_out_with_a_typed_error(h: &dyn Harness) {
 
 /// The lesson's exercise 2: A's lease expires, B acquires, A releases — B still holds.
 pub(crate) async fn stale_release_leaves_the_new_holders_lock(h: &dyn Harness) {
-    let (a, b) = (h.locker().await, h.locker().await);
-    let ga = a
-        .try_acquire("k", &ttl(200).renew(false))
-        .await
-        .unwrap()
-        .unwrap();
+    let (a, b) = two(h).await;
+    let ga = take(&a, lease(200)).await;
     sleep(h.server_lease(200 * MS) + 100 * MS).await;
     let gb = b
         .try_acquire("k", &ttl(5_000))
@@ -112,12 +154,8 @@ pub(crate) async fn stale_release_leaves_the_new_holders_lock(h: &dyn Harness) {
 }
 
 pub(crate) async fn stale_extend_fails(h: &dyn Harness) {
-    let (a, b) = (h.locker().await, h.locker().await);
-    let ga = a
-        .try_acquire("k", &ttl(200).renew(false))
-        .await
-        .unwrap()
-        .unwrap();
+    let (a, b) = two(h).await;
+    let ga = take(&a, lease(200)).await;
     sleep(h.server_lease(200 * MS) + 100 * MS).await;
     let err = ga.extend(5_000 * MS).await.unwrap_err();
     assert!(matches!(err, Error::LockLost { .. }), "{err:?}");
@@ -142,9 +180,9 @@ pub(crate) async fn fencing_tokens_strictly_increase_across_holders_and_reconnec
         let opts = if round % 2 == 0 {
             ttl(5_000)
         } else {
-            ttl(150).renew(false)
+            lease(150)
         };
-        let guard = locker.try_acquire("k", &opts).await.unwrap().unwrap();
+        let guard = take(&locker, opts).await;
         assert!(
             guard.token().get() > last,
             "round {round}: {} after {last}",
@@ -162,12 +200,8 @@ pub(crate) async fn fencing_tokens_strictly_increase_across_holders_and_reconnec
 }
 
 pub(crate) async fn expiry_is_honoured(h: &dyn Harness) {
-    let (a, b) = (h.locker().await, h.locker().await);
-    let ga = a
-        .try_acquire("k", &ttl(300).renew(false))
-        .await
-        .unwrap()
-        .unwrap();
+    let (a, b) = two(h).await;
+    let ga = take(&a, lease(300)).await;
     sleep(100 * MS).await;
     assert!(
         b.try_acquire("k", &ttl(5_000)).await.unwrap().is_none(),
@@ -192,11 +226,9 @@ pub(crate) async fn a_waiter_wakes_on_release_not_by_polling(h: &dyn Harness) {
     if without_release_events(h, "a_waiter_wakes_on_release_not_by_polling") {
         return;
     }
-    let (a, b) = (h.locker().await, h.locker().await);
-    let ga = a.try_acquire("k", &ttl(20_000)).await.unwrap().unwrap();
-    let opts = ttl(5_000)
-        .retry(Retry::linear(10_000 * MS))
-        .wait(15_000 * MS);
+    let (a, b) = two(h).await;
+    let ga = take(&a, ttl(20_000)).await;
+    let opts = on_events();
     let waiter = tokio::spawn(async move {
         let g = b.acquire("k", &opts).await;
         (Instant::now(), g)
@@ -215,17 +247,14 @@ pub(crate) async fn a_waiter_wakes_on_release_not_by_polling(h: &dyn Harness) {
 }
 
 pub(crate) async fn lost_signal_fires_when_the_lock_is_deleted(h: &dyn Harness) {
-    let (a, b) = (h.locker().await, h.locker().await);
-    let ga = a.try_acquire("k", &ttl(600)).await.unwrap().unwrap();
+    let (a, b) = two(h).await;
+    let ga = take(&a, ttl(600)).await;
     let deleted_at = Instant::now();
     h.delete_lock("k").await;
     let freed_at = Instant::now();
     // Another client gets it at once (the server freed it), before the holder even knows.
     let gb = b
-        .acquire(
-            "k",
-            &ttl(5_000).retry(Retry::linear(10 * MS)).wait(1_000 * MS),
-        )
+        .acquire("k", &polling(10, 1_000))
         .await
         .expect("free after the delete");
     assert!(freed_at.elapsed() < 150 * MS, "{:?}", freed_at.elapsed());
@@ -244,11 +273,7 @@ pub(crate) async fn lost_signal_fires_when_the_lock_is_deleted(h: &dyn Harness) 
 pub(crate) async fn lost_signal_fires_when_the_lease_expires(h: &dyn Harness) {
     let a = h.locker().await;
     let start = Instant::now();
-    let ga = a
-        .try_acquire("k", &ttl(300).renew(false))
-        .await
-        .unwrap()
-        .unwrap();
+    let ga = take(&a, lease(300)).await;
     assert!(ga.deadline() <= start + 300 * MS);
     tokio::select! {
         _ = ga.lost() => {}
@@ -259,8 +284,8 @@ pub(crate) async fn lost_signal_fires_when_the_lease_expires(h: &dyn Harness) {
 }
 
 pub(crate) async fn renewal_keeps_a_lock_through_work_five_times_its_ttl(h: &dyn Harness) {
-    let (a, b) = (h.locker().await, h.locker().await);
-    let ga = a.try_acquire("k", &ttl(300)).await.unwrap().unwrap();
+    let (a, b) = two(h).await;
+    let ga = take(&a, ttl(300)).await;
     let rival = async {
         for _ in 0..10 {
             sleep(150 * MS).await;
@@ -278,9 +303,7 @@ pub(crate) async fn renewal_keeps_a_lock_through_work_five_times_its_ttl(h: &dyn
 }
 
 pub(crate) async fn a_dropped_acquire_leaves_no_lock_behind(h: &dyn Harness) {
-    let faulty = flaky(h).await;
-    faulty.delay_replies(Op::TryAcquire, 2_000 * MS);
-    let slow = Locker::new(faulty.clone());
+    let (faulty, slow) = late_replies(h, 2_000 * MS).await;
     let dropped = timeout(300 * MS, slow.try_acquire("k", &ttl(30_000))).await;
     assert!(
         dropped.is_err(),
@@ -288,34 +311,29 @@ pub(crate) async fn a_dropped_acquire_leaves_no_lock_behind(h: &dyn Harness) {
     );
     assert!(faulty.granted(), "the server had granted the lock");
     // Released by owner token on the runtime at once, long before its 30 s TTL.
-    let b = h.locker().await;
-    let gb = b
-        .acquire(
-            "k",
-            &ttl(5_000).retry(Retry::linear(20 * MS)).wait(2_000 * MS),
-        )
-        .await
-        .expect("the abandoned grant was released");
-    assert!(gb.release().await.unwrap());
+    acquire_and_release(
+        &h.locker().await,
+        polling(20, 2_000),
+        "the abandoned grant was released",
+    )
+    .await;
 }
 
 pub(crate) async fn a_dropped_guard_releases_its_lock(h: &dyn Harness) {
-    let (a, b) = (h.locker().await, h.locker().await);
-    let ga = a.try_acquire("k", &ttl(30_000)).await.unwrap().unwrap();
+    let (a, b) = two(h).await;
+    let ga = take(&a, ttl(30_000)).await;
     let lost = ga.lost_token();
     drop(ga);
     assert!(
         lost.is_cancelled(),
         "work holding the lost token is told to stop"
     );
-    let gb = b
-        .acquire(
-            "k",
-            &ttl(5_000).retry(Retry::linear(20 * MS)).wait(2_000 * MS),
-        )
-        .await
-        .expect("released on drop, long before the TTL");
-    assert!(gb.release().await.unwrap());
+    acquire_and_release(
+        &b,
+        polling(20, 2_000),
+        "released on drop, long before the TTL",
+    )
+    .await;
 }
 
 pub(crate) async fn bad_input_is_refused_before_anything_is_stored(h: &dyn Harness) {
@@ -350,21 +368,11 @@ pub(crate) async fn bad_input_is_refused_before_anything_is_stored(h: &dyn Harne
 
 /// A grant whose reply arrives after its local deadline is never acted on (and is released).
 pub(crate) async fn a_grant_that_arrives_too_late_is_discarded(h: &dyn Harness) {
-    let faulty = flaky(h).await;
-    faulty.delay_replies(Op::TryAcquire, 400 * MS);
-    let late = Locker::new(faulty.clone());
+    let (faulty, late) = late_replies(h, 400 * MS).await;
     assert!(late.try_acquire("k", &ttl(300)).await.unwrap().is_none());
     assert!(faulty.granted(), "the backend did grant it");
     // The discarded grant is released in the background, at once (long before its TTL).
-    let b = h.locker().await;
-    let gb = b
-        .acquire(
-            "k",
-            &ttl(5_000).retry(Retry::linear(10 * MS)).wait(1_000 * MS),
-        )
-        .await
-        .expect("nothing left behind");
-    assert!(gb.release().await.unwrap());
+    acquire_and_release(&h.locker().await, polling(10, 1_000), "nothing left behind").await;
 }
 
 /// A renewal that never answers cannot hide a loss: the deadline timer fires the lost signal.
@@ -373,7 +381,7 @@ pub(crate) async fn a_hung_renewal_cannot_hide_a_loss(h: &dyn Harness) {
     faulty.hang_next(Op::Extend, u32::MAX);
     let a = Locker::new(faulty);
     let start = Instant::now();
-    let ga = a.try_acquire("k", &ttl(300)).await.unwrap().unwrap();
+    let ga = take(&a, ttl(300)).await;
     let out = ga.run(sleep(5_000 * MS)).await;
     assert!(matches!(out, Err(Error::LockLost { .. })), "{out:?}");
     let at = start.elapsed();
@@ -389,7 +397,7 @@ pub(crate) async fn a_renewal_that_times_out_is_retried(h: &dyn Harness) {
     let faulty = flaky(h).await;
     faulty.hang_next(Op::Extend, 1);
     let a = Locker::new(faulty);
-    let ga = a.try_acquire("k", &ttl(600)).await.unwrap().unwrap();
+    let ga = take(&a, ttl(600)).await;
     ga.run(sleep(1_500 * MS))
         .await
         .expect("the lock survived one hung renewal");
@@ -403,16 +411,10 @@ pub(crate) async fn a_waiter_returns_when_the_holders_ttl_runs_out(h: &dyn Harne
     if without_release_events(h, "a_waiter_returns_when_the_holders_ttl_runs_out") {
         return;
     }
-    let (a, b) = (h.locker().await, h.locker().await);
-    let ga = a
-        .try_acquire("k", &ttl(500).renew(false))
-        .await
-        .unwrap()
-        .unwrap();
+    let (a, b) = two(h).await;
+    let ga = take(&a, lease(500)).await;
     let start = Instant::now();
-    let opts = ttl(5_000)
-        .retry(Retry::linear(10_000 * MS))
-        .wait(15_000 * MS);
+    let opts = on_events();
     let gb = b.acquire("k", &opts).await.expect("acquired after expiry");
     let at = start.elapsed();
     assert!(
@@ -425,22 +427,14 @@ pub(crate) async fn a_waiter_returns_when_the_holders_ttl_runs_out(h: &dyn Harne
 
 /// The whole documented TTL range works, renewal included at the 100 ms minimum.
 pub(crate) async fn ttls_from_the_minimum_to_the_maximum_work(h: &dyn Harness) {
-    let (a, b) = (h.locker().await, h.locker().await);
-    let ga = a
-        .try_acquire("k", &LockOptions::ttl(lockwise::MIN_TTL))
-        .await
-        .unwrap()
-        .unwrap();
+    let (a, b) = two(h).await;
+    let ga = take(&a, LockOptions::ttl(lockwise::MIN_TTL)).await;
     ga.run(sleep(500 * MS))
         .await
         .expect("renewed every 33 ms for 5 TTLs");
     assert!(b.try_acquire("k", &ttl(1_000)).await.unwrap().is_none());
     assert!(ga.release().await.unwrap());
-    let gmax = a
-        .try_acquire("k", &LockOptions::ttl(lockwise::MAX_TTL))
-        .await
-        .unwrap()
-        .unwrap();
+    let gmax = take(&a, LockOptions::ttl(lockwise::MAX_TTL)).await;
     assert!(gmax.deadline() > Instant::now() + lockwise::MAX_TTL - 3_600_000 * MS);
     assert!(gmax.release().await.unwrap());
 }
@@ -451,14 +445,12 @@ pub(crate) async fn many_waiters_each_get_the_lock_in_turn(h: &dyn Harness) {
         return;
     }
     let holder = h.locker().await;
-    let first = holder.try_acquire("k", &ttl(5_000)).await.unwrap().unwrap();
+    let first = take(&holder, ttl(5_000)).await;
     let mut waiters = Vec::new();
     for _ in 0..6 {
         let locker = h.locker().await;
         waiters.push(tokio::spawn(async move {
-            let opts = ttl(5_000)
-                .retry(Retry::linear(10_000 * MS))
-                .wait(15_000 * MS);
+            let opts = on_events();
             let guard = locker.acquire("k", &opts).await.expect("got its turn");
             sleep(30 * MS).await;
             assert!(guard.release().await.unwrap());
