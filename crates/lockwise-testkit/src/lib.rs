@@ -1,8 +1,14 @@
 //! Test-only helpers shared by lockwise's test suites: server URLs, per-test namespaces that
-//! clean up after themselves, and private server instances for fault tests.
+//! clean up after themselves, private server instances for fault tests, the conformance suite
+//! every backend runs ([`conformance`], with a harness per lockwise backend in [`harness`]),
+//! and a fault-injecting backend wrapper ([`flaky`]).
 //!
 //! A test that needs a shared server calls [`redis_url`]; when the server is not there the test
 //! fails with a message naming `scripts/services`. It never skips.
+
+pub mod conformance;
+pub mod flaky;
+pub mod harness;
 
 use std::io::{BufRead, BufReader, Read, Write};
 use std::net::{TcpListener, TcpStream};

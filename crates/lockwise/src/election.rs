@@ -76,8 +76,9 @@ impl Election {
     ///
     /// # Cancel safety
     ///
-    /// Dropping the future steps down: the lock is released on the runtime (see
-    /// [`Guard`](crate::Guard)), and the TTL is the backstop.
+    /// Dropping the future steps down: the role says `Follower` at once, the lock is released
+    /// on the runtime (see [`Guard`](crate::Guard)), and the TTL is the backstop. Dropped while
+    /// campaigning, it leaves no lock behind (see [`Locker::acquire`](crate::Locker::acquire)).
     pub async fn run<F, Fut>(&self, mut lead: F) -> Result<Fut::Output>
     where
         F: FnMut(FencingToken) -> Fut,

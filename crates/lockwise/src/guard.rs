@@ -240,6 +240,11 @@ impl Guard {
     /// a critical action. It narrows the unsafe window to one round trip; it cannot close it
     /// (only a fencing token checked by the resource does). Fires the lost signal when the
     /// answer is no.
+    ///
+    /// # Cancel safety
+    ///
+    /// A read: dropping the future changes nothing on the server or in the guard (the lost
+    /// signal fires only on a "no" that arrived).
     pub async fn is_held(&self) -> Result<bool> {
         if self.is_lost() {
             return Ok(false);
@@ -259,6 +264,12 @@ impl Guard {
     /// Resets the lease to `ttl` from now (later renewals keep this TTL). Fails with
     /// [`Error::LockLost`] (and fires the lost signal) when the lease expired or belongs to
     /// someone else: it is never re-created.
+    ///
+    /// # Cancel safety
+    ///
+    /// Dropping the future after the request was sent may leave the server's lease extended
+    /// while the guard keeps its earlier local deadline, which only makes the guard give up
+    /// sooner than it must; renewal goes on as before. Nothing is ever re-created.
     pub async fn extend(&self, ttl: Duration) -> Result<()> {
         validate_ttl(ttl)?;
         if self.lease.extend(ttl).await? {
@@ -282,6 +293,11 @@ impl Guard {
     /// }
     /// # Ok(()) }
     /// ```
+    ///
+    /// # Cancel safety
+    ///
+    /// Dropping the future drops `work` and nothing else: the guard still holds the lock
+    /// (and renews it) until it is released or dropped.
     pub async fn run<F: Future>(&self, work: F) -> Result<F::Output> {
         if self.is_lost() {
             return Err(self.lost_error());
@@ -295,6 +311,8 @@ impl Guard {
 
     /// Releases the lock by compare-and-delete. `Ok(true)` when this grant still held it,
     /// `Ok(false)` when it had already expired or been taken over (nothing is removed then).
+    ///
+    /// # Cancel safety
     ///
     /// If this future is dropped, or the backend fails, the release is retried in the
     /// background as if the guard had been dropped; the TTL is the backstop.

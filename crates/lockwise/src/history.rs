@@ -24,6 +24,7 @@ use serde::{Deserialize, Serialize};
 /// One thing a process did, at a time on a clock every process of the machine shares
 /// (nanoseconds, e.g. `CLOCK_BOOTTIME`).
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[non_exhaustive]
 pub struct Event {
     /// The process's role in the scenario (`"A"`, `"B"`, …).
     pub process: String,
@@ -149,6 +150,7 @@ pub enum What {
 
 /// What the events show.
 #[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[non_exhaustive]
 pub struct Verdict {
     /// The most distinct processes inside one resource's critical section at the same instant.
     pub max_inside_at_once: u32,
@@ -175,6 +177,7 @@ pub struct Verdict {
 
 /// Two processes inside one critical section at the same time.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[non_exhaustive]
 pub struct Overlap {
     /// The lock.
     pub resource: String,

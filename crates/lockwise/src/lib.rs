@@ -29,6 +29,11 @@
 //! | `memory:` | [`backend::memory`] | one process (tests, time under control) |
 //! | `file:///dir` | [`backend::file`] | processes on one machine, no server |
 //! | `redis://host[:port][/db]`, `rediss://…` | [`backend::redis`] | processes anywhere |
+//! | `postgres://user[:password]@host[:port]/db`, `postgresql://…` | [`backend::postgres`] (session-scoped advisory locks) | processes anywhere |
+//! | `mysql://user[:password]@host[:port]/db`, `mariadb://…` | [`backend::mysql`] (`GET_LOCK`) | processes anywhere |
+//!
+//! Every backend passes one conformance suite (`lockwise-testkit`'s `conformance` module); a
+//! backend of your own implements the small [`backend::Backend`] trait and can run it too.
 //!
 //! ```
 //! # #[tokio::main] async fn main() -> lockwise::Result<()> {
@@ -43,6 +48,18 @@
 //! guard.release().await?;
 //! # std::fs::remove_dir_all(dir).ok(); Ok(()) }
 //! ```
+//!
+//! # Modules
+//!
+//! - the lease core: [`Locker`], [`Guard`], [`LockOptions`] and [`Retry`], [`lease`] (owner
+//!   and fencing tokens, the local deadline), [`Error`];
+//! - [`backend`]: the small trait and one file per server;
+//! - built on [`Locker`]: [`election`] (leader election) and [`singleton`] (a job once per
+//!   period, with [`postgres`]);
+//! - [`postgres`]: tools for the caller's own transaction (fenced writes, `run_once`,
+//!   transaction-scoped locks); [`queue`]: a job queue on PostgreSQL or MariaDB;
+//! - [`history`]: the checker of recorded histories behind `lockwise lab`; [`url`]: backend
+//!   URLs and password redaction.
 
 pub mod backend;
 mod db;

@@ -63,6 +63,12 @@ impl Singleton {
 
     /// One attempt for the period containing `at`: `Ok(None)` when another instance holds the
     /// job's lock; otherwise the outcome of running `task(tx, period)` once for that period.
+    ///
+    /// # Cancel safety
+    ///
+    /// Dropping the future rolls the task's transaction back (its marker too, so the period is
+    /// not counted as done) and releases the job's lock on the runtime, as a dropped
+    /// [`Guard`](crate::Guard) does; the TTL is the backstop.
     pub async fn tick<T, E, F>(&self, at: SystemTime, task: F) -> Result<Option<Once<T>>, E>
     where
         F: for<'t> FnOnce(
@@ -90,6 +96,11 @@ impl Singleton {
 
     /// Ticks at the start of every period, forever; errors are logged and the next period
     /// tried.
+    ///
+    /// # Cancel safety
+    ///
+    /// Dropping the future stops it; a tick in progress is dropped as [`tick`](Self::tick)
+    /// describes.
     pub async fn run_forever<T, E, F>(&self, mut task: F) -> Result<()>
     where
         F: for<'t> FnMut(

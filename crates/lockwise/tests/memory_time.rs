@@ -5,10 +5,9 @@
 
 use std::time::Duration;
 
-use lockwise::OwnerToken;
 use lockwise::backend::memory::MemoryBackend;
-use lockwise::backend::{Attempt, Backend, ReleaseWatch};
 use lockwise::{LockOptions, Locker};
+use lockwise_testkit::flaky::{FlakyBackend, Op};
 use tokio::time::{Instant, advance};
 
 #[tokio::test(start_paused = true)]
@@ -92,54 +91,12 @@ async fn renewal_follows_the_ttl_of_the_last_extend() {
     assert!(guard.deadline() <= Instant::now() + Duration::from_secs(1));
 }
 
-/// Fails the first `failures` acquire attempts with a transport error, like a restarting server.
-#[derive(Debug)]
-struct Restarting {
-    inner: MemoryBackend,
-    failures: std::sync::atomic::AtomicU32,
-}
-
-#[async_trait::async_trait]
-impl Backend for Restarting {
-    async fn try_acquire(
-        &self,
-        key: &str,
-        owner: OwnerToken,
-        ttl: Duration,
-    ) -> lockwise::Result<Attempt> {
-        use std::sync::atomic::Ordering::SeqCst;
-        if self
-            .failures
-            .fetch_update(SeqCst, SeqCst, |n| n.checked_sub(1))
-            .is_ok()
-        {
-            // Any transient (backend) error; only its kind matters here.
-            return Locker::connect("file:///proc/lockwise-no-such-dir")
-                .await
-                .map(|_| unreachable!());
-        }
-        self.inner.try_acquire(key, owner, ttl).await
-    }
-    async fn extend(&self, key: &str, owner: OwnerToken, ttl: Duration) -> lockwise::Result<bool> {
-        self.inner.extend(key, owner, ttl).await
-    }
-    async fn release(&self, key: &str, owner: OwnerToken) -> lockwise::Result<bool> {
-        self.inner.release(key, owner).await
-    }
-    async fn holds(&self, key: &str, owner: OwnerToken) -> lockwise::Result<bool> {
-        self.inner.holds(key, owner).await
-    }
-    async fn watch(&self, key: &str) -> lockwise::Result<ReleaseWatch> {
-        self.inner.watch(key).await
-    }
-}
-
 #[tokio::test(start_paused = true)]
 async fn acquire_waits_out_a_restarting_backend() {
-    let locker = Locker::new(Restarting {
-        inner: MemoryBackend::new(),
-        failures: 3.into(),
-    });
+    // Fails the first 3 acquire attempts with a transport error, like a restarting server.
+    let restarting = FlakyBackend::new(MemoryBackend::new());
+    restarting.fail_next(Op::TryAcquire, 3);
+    let locker = Locker::new(restarting);
     let opts = LockOptions::ttl(Duration::from_secs(10)).wait(Duration::from_secs(30));
     let guard = locker
         .acquire("k", &opts)
@@ -148,10 +105,9 @@ async fn acquire_waits_out_a_restarting_backend() {
     assert_eq!(guard.token().get(), 1);
 
     // When the wait ends on a failure, that failure is reported, not a timeout.
-    let down = Locker::new(Restarting {
-        inner: MemoryBackend::new(),
-        failures: u32::MAX.into(),
-    });
+    let down = FlakyBackend::new(MemoryBackend::new());
+    down.fail_next(Op::TryAcquire, u32::MAX);
+    let down = Locker::new(down);
     let err = down.acquire("k", &opts).await.unwrap_err();
     assert!(err.is_transient(), "{err:?}");
     assert!(

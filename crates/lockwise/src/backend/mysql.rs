@@ -14,17 +14,14 @@
 //!   and gives the lock back in the same statement; it sees releases, dead holders and expired
 //!   sessions alike.
 
-use std::sync::Arc;
 use std::time::Duration;
 
 use async_trait::async_trait;
 use sha2::{Digest, Sha256};
 use sqlx::mysql::{MySqlConnectOptions, MySqlConnection};
 use sqlx::{Connection, Executor};
-use tokio::sync::watch;
 
-use super::session::{Probes, Sessions, wake};
-use super::{Attempt, Backend, ReleaseWatch};
+use super::session::{SessionLocks, SessionSql, session_backend};
 use crate::error::{Error, Result};
 use crate::lease::{FencingToken, OwnerToken};
 use crate::url::redact_url;
@@ -40,23 +37,12 @@ const SCHEMA: &str = include_str!("../../sql/mysql/fence.sql");
 /// `GET_LOCK` locks. Clones share the sessions.
 #[derive(Clone)]
 pub struct MysqlBackend {
-    inner: Arc<Inner>,
+    locks: SessionLocks<GetLock>,
 }
 
-struct Inner {
+/// The `GET_LOCK` statements.
+struct GetLock {
     options: MySqlConnectOptions,
-    shown: String,
-    namespace: Option<String>,
-    sessions: Sessions<MySqlConnection>,
-    probes: Probes,
-}
-
-impl std::fmt::Debug for MysqlBackend {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.debug_struct("MysqlBackend")
-            .field("url", &self.inner.shown)
-            .finish_non_exhaustive()
-    }
 }
 
 /// Configures a [`MysqlBackend`].
@@ -84,26 +70,30 @@ impl MysqlBuilder {
     }
 
     /// Connects (within 4 s) and creates the counter table if it is missing.
+    ///
+    /// # Cancel safety
+    ///
+    /// Dropping the future closes the connection it opened. Dropped while creating the
+    /// table, it may leave the server's `lockwise:migrate` lock to that connection until the
+    /// server notices it closed; the table is created by one statement, entirely or not at all.
     pub async fn connect(self) -> Result<MysqlBackend> {
         let options: MySqlConnectOptions = self
             .url
             .parse()
             .map_err(|_| Error::config(format!("malformed MySQL URL {}", redact_url(&self.url))))?;
-        let backend = MysqlBackend {
-            inner: Arc::new(Inner {
-                options,
-                shown: redact_url(&self.url),
-                namespace: self.namespace,
-                sessions: Sessions::default(),
-                probes: Probes::default(),
-            }),
-        };
-        let mut first = backend.fresh().await?;
-        migrate(&mut first)
-            .await
-            .map_err(|e| backend.fail("creating lockwise_fence", e))?;
-        backend.inner.sessions.keep(first);
-        Ok(backend)
+        let shown = redact_url(&self.url);
+        let sql = GetLock { options };
+        let mut first = sql.connect(&shown).await?;
+        migrate(&mut first).await.map_err(|e| {
+            Error::backend(
+                "mysql",
+                format!("creating lockwise_fence on {shown} failed: {e}"),
+                e,
+            )
+        })?;
+        Ok(MysqlBackend {
+            locks: SessionLocks::new(sql, shown, self.namespace, first),
+        })
     }
 }
 
@@ -129,137 +119,32 @@ impl MysqlBackend {
     }
 
     /// Connects with the default settings.
+    ///
+    /// # Cancel safety
+    ///
+    /// As for [`MysqlBuilder::connect`].
     pub async fn connect(url: &str) -> Result<Self> {
         Self::builder(url).connect().await
     }
 
     /// The `GET_LOCK` name of `key` under this backend's namespace; see [`lock_name`].
     pub fn lock_name_of(&self, key: &str) -> String {
-        lock_name(&self.full_key(key))
+        lock_name(&self.locks.full_key(key))
     }
 
     /// The connection id of the session holding `owner`'s lock (for tests and diagnostics,
     /// e.g. `KILL`).
+    ///
+    /// # Cancel safety
+    ///
+    /// A read: dropping the future changes nothing.
     pub async fn session_id(&self, key: &str, owner: OwnerToken) -> Option<i64> {
-        let conn = self.inner.sessions.get(owner, key)?;
+        let conn = self.locks.session(owner, key)?;
         let mut conn = conn.lock().await;
         sqlx::query_scalar("SELECT CAST(CONNECTION_ID() AS SIGNED)")
             .fetch_one(&mut *conn)
             .await
             .ok()
-    }
-
-    fn full_key(&self, key: &str) -> String {
-        crate::lease::namespaced(self.inner.namespace.as_deref(), key).into_owned()
-    }
-
-    fn fail(&self, what: &str, e: sqlx::Error) -> Error {
-        Error::backend(
-            "mysql",
-            format!("{what} on {} failed: {e}", self.inner.shown),
-            e,
-        )
-    }
-
-    async fn fresh(&self) -> Result<MySqlConnection> {
-        let connect = async {
-            let mut conn = MySqlConnection::connect_with(&self.inner.options).await?;
-            // Fencing counters rely on autocommit, whatever the server's default.
-            sqlx::query("SET SESSION autocommit = 1")
-                .execute(&mut conn)
-                .await?;
-            Ok::<_, sqlx::Error>(conn)
-        };
-        match tokio::time::timeout(CONNECT_TIMEOUT, connect).await {
-            Ok(Ok(conn)) => Ok(conn),
-            Ok(Err(e)) => Err(Error::backend(
-                "mysql",
-                format!("cannot connect to {}: {e}", self.inner.shown),
-                e,
-            )),
-            Err(_) => Err(Error::backend_msg(
-                "mysql",
-                format!(
-                    "no answer from {} within {CONNECT_TIMEOUT:?}",
-                    self.inner.shown
-                ),
-            )),
-        }
-    }
-
-    /// `GET_LOCK` without waiting; then the lease and the token. `None` when held elsewhere.
-    async fn grant(
-        &self,
-        conn: &mut MySqlConnection,
-        key: &str,
-        ttl: Duration,
-    ) -> sqlx::Result<Option<u64>> {
-        let full = self.full_key(key);
-        // The lease first: a holder frozen right after the grant must still lose it.
-        set_lease(conn, ttl).await?;
-        let got: Option<i64> = sqlx::query_scalar("SELECT CAST(GET_LOCK(?, 0) AS SIGNED)")
-            .bind(lock_name(&full))
-            .fetch_one(&mut *conn)
-            .await?;
-        if got != Some(1) {
-            sqlx::query("SET SESSION wait_timeout = ?")
-                .bind(IDLE_WAIT_TIMEOUT)
-                .execute(&mut *conn)
-                .await?;
-            return Ok(None);
-        }
-        let advanced = sqlx::query(
-            "INSERT INTO lockwise_fence (lock_key, token) VALUES (?, LAST_INSERT_ID(1)) \
-             ON DUPLICATE KEY UPDATE token = LAST_INSERT_ID(token + 1)",
-        )
-        .bind(full.as_bytes())
-        .execute(&mut *conn)
-        .await?;
-        Ok(Some(advanced.last_insert_id()))
-    }
-
-    /// Whether the session on `conn` holds the lock of `key`.
-    async fn check(&self, conn: &mut MySqlConnection, key: &str) -> sqlx::Result<bool> {
-        let mine: Option<i64> =
-            sqlx::query_scalar("SELECT CAST(IS_USED_LOCK(?) = CONNECTION_ID() AS SIGNED)")
-                .bind(self.lock_name_of(key))
-                .fetch_one(conn)
-                .await?;
-        Ok(mine == Some(1))
-    }
-
-    /// Waits for the lock to be free in `GET_LOCK(name, 1)` rounds, gives it back at once and
-    /// wakes the waiters; runs until aborted.
-    async fn probe(&self, name: String, released: watch::Sender<u64>) {
-        loop {
-            let Ok(mut conn) = self.fresh().await else {
-                tokio::time::sleep(Duration::from_secs(1)).await;
-                continue;
-            };
-            loop {
-                // Waits up to 1 s and gives the lock back in the same statement, so a probe
-                // never holds it beyond the statement (no hand-over chain between probes).
-                let got: sqlx::Result<Option<i64>> =
-                    sqlx::query_scalar("SELECT CAST(GET_LOCK(?, 1) AS SIGNED), RELEASE_LOCK(?)")
-                        .bind(&name)
-                        .bind(&name)
-                        .fetch_one(&mut conn)
-                        .await;
-                match got {
-                    Ok(Some(1)) => {
-                        wake(&released);
-                        // Let the waiters try before looking again.
-                        tokio::time::sleep(Duration::from_millis(20)).await;
-                    }
-                    Ok(_) => {} // still held after 1 s: wait again
-                    Err(_) => {
-                        wake(&released); // disconnected: a release may have been missed
-                        tokio::time::sleep(Duration::from_millis(200)).await;
-                        break;
-                    }
-                }
-            }
-        }
     }
 }
 
@@ -286,102 +171,119 @@ async fn set_lease(conn: &mut MySqlConnection, ttl: Duration) -> sqlx::Result<()
         .map(|_| ())
 }
 
+/// Gives the session back its idle lifetime, for a connection kept for reuse.
+async fn restore_idle(conn: &mut MySqlConnection) -> sqlx::Result<()> {
+    sqlx::query("SET SESSION wait_timeout = ?")
+        .bind(IDLE_WAIT_TIMEOUT)
+        .execute(conn)
+        .await
+        .map(|_| ())
+}
+
 #[async_trait]
-impl Backend for MysqlBackend {
-    async fn try_acquire(&self, key: &str, owner: OwnerToken, ttl: Duration) -> Result<Attempt> {
-        let mut conn = match self.inner.sessions.spare() {
-            Some(conn) => conn,
-            None => self.fresh().await?,
+impl SessionSql for GetLock {
+    type Conn = MySqlConnection;
+    const NAME: &'static str = "mysql";
+
+    async fn connect(&self, shown: &str) -> Result<MySqlConnection> {
+        let connect = async {
+            let mut conn = MySqlConnection::connect_with(&self.options).await?;
+            // Fencing counters rely on autocommit, whatever the server's default.
+            sqlx::query("SET SESSION autocommit = 1")
+                .execute(&mut conn)
+                .await?;
+            Ok::<_, sqlx::Error>(conn)
         };
-        let token = match self.grant(&mut conn, key, ttl).await {
-            Ok(token) => token,
-            // A kept connection may have been closed by the server meanwhile.
-            Err(_) => {
-                conn = self.fresh().await?;
-                self.grant(&mut conn, key, ttl)
-                    .await
-                    .map_err(|e| self.fail("acquire", e))?
-            }
-        };
-        match token {
-            Some(token) => {
-                self.inner.sessions.hold(owner, key, conn);
-                Ok(Attempt::Granted(FencingToken::new(token)))
-            }
-            None => {
-                self.inner.sessions.keep(conn);
-                Ok(Attempt::Held { expires_in: None })
-            }
+        match tokio::time::timeout(CONNECT_TIMEOUT, connect).await {
+            Ok(Ok(conn)) => Ok(conn),
+            Ok(Err(e)) => Err(Error::backend(
+                "mysql",
+                format!("cannot connect to {shown}: {e}"),
+                e,
+            )),
+            Err(_) => Err(Error::backend_msg(
+                "mysql",
+                format!("no answer from {shown} within {CONNECT_TIMEOUT:?}"),
+            )),
         }
     }
 
-    async fn extend(&self, key: &str, owner: OwnerToken, ttl: Duration) -> Result<bool> {
-        let Some(conn) = self.inner.sessions.get(owner, key) else {
-            return Ok(false);
-        };
-        let alive = {
-            let mut conn = conn.lock().await;
-            match set_lease(&mut conn, ttl).await {
-                Ok(()) => self.check(&mut conn, key).await,
-                Err(e) => Err(e),
-            }
-        };
-        if matches!(alive, Ok(true)) {
-            return Ok(true);
+    /// `GET_LOCK` without waiting; then the lease and the token.
+    async fn grant(
+        &self,
+        conn: &mut MySqlConnection,
+        full: &str,
+        ttl: Duration,
+    ) -> sqlx::Result<Option<Result<FencingToken>>> {
+        // The lease first: a holder frozen right after the grant must still lose it.
+        set_lease(conn, ttl).await?;
+        let got: Option<i64> = sqlx::query_scalar("SELECT CAST(GET_LOCK(?, 0) AS SIGNED)")
+            .bind(lock_name(full))
+            .fetch_one(&mut *conn)
+            .await?;
+        if got != Some(1) {
+            restore_idle(conn).await?;
+            return Ok(None);
         }
-        // The session is gone (killed, wait_timeout, network): so is its lock.
-        self.inner.sessions.end(owner);
-        Ok(false)
+        let advanced = sqlx::query(
+            "INSERT INTO lockwise_fence (lock_key, token) VALUES (?, LAST_INSERT_ID(1)) \
+             ON DUPLICATE KEY UPDATE token = LAST_INSERT_ID(token + 1)",
+        )
+        .bind(full.as_bytes())
+        .execute(&mut *conn)
+        .await?;
+        Ok(Some(Ok(FencingToken::new(advanced.last_insert_id()))))
     }
 
-    async fn release(&self, key: &str, owner: OwnerToken) -> Result<bool> {
-        if self.inner.sessions.get(owner, key).is_none() {
-            return Ok(false);
-        }
-        let Some(conn) = self.inner.sessions.end(owner) else {
-            return Ok(false);
-        };
-        let released = {
-            let mut conn = conn.lock().await;
-            let released: sqlx::Result<Option<i64>> =
-                sqlx::query_scalar("SELECT CAST(RELEASE_LOCK(?) AS SIGNED)")
-                    .bind(self.lock_name_of(key))
-                    .fetch_one(&mut *conn)
-                    .await;
-            let restored = sqlx::query("SET SESSION wait_timeout = ?")
-                .bind(IDLE_WAIT_TIMEOUT)
-                .execute(&mut *conn)
+    async fn refused(&self, _conn: &mut MySqlConnection) -> bool {
+        true // the grant already restored its idle lifetime
+    }
+
+    async fn renew(
+        &self,
+        conn: &mut MySqlConnection,
+        full: &str,
+        ttl: Duration,
+    ) -> sqlx::Result<bool> {
+        set_lease(conn, ttl).await?;
+        self.check(conn, full).await
+    }
+
+    async fn check(&self, conn: &mut MySqlConnection, full: &str) -> sqlx::Result<bool> {
+        let mine: Option<i64> =
+            sqlx::query_scalar("SELECT CAST(IS_USED_LOCK(?) = CONNECTION_ID() AS SIGNED)")
+                .bind(lock_name(full))
+                .fetch_one(conn)
+                .await?;
+        Ok(mine == Some(1))
+    }
+
+    async fn unlock(&self, conn: &mut MySqlConnection, full: &str) -> sqlx::Result<(bool, bool)> {
+        let released: sqlx::Result<Option<i64>> =
+            sqlx::query_scalar("SELECT CAST(RELEASE_LOCK(?) AS SIGNED)")
+                .bind(lock_name(full))
+                .fetch_one(&mut *conn)
                 .await;
-            released.map(|r| (r == Some(1), restored.is_ok()))
-        };
-        match released {
-            Ok((released, reusable)) => {
-                if reusable {
-                    self.inner.sessions.keep_shared(conn);
-                }
-                Ok(released)
-            }
-            // A dead session holds nothing.
-            Err(_) => Ok(false),
-        }
+        let restored = restore_idle(conn).await;
+        released.map(|r| (r == Some(1), restored.is_ok()))
     }
 
-    async fn holds(&self, key: &str, owner: OwnerToken) -> Result<bool> {
-        let Some(conn) = self.inner.sessions.get(owner, key) else {
-            return Ok(false);
-        };
-        let held = self.check(&mut *conn.lock().await, key).await;
-        Ok(held.unwrap_or(false))
+    fn probe_id(&self, full: &str) -> String {
+        lock_name(full)
     }
 
-    async fn watch(&self, key: &str) -> Result<ReleaseWatch> {
-        let name = self.lock_name_of(key);
-        let backend = self.clone();
-        Ok(self
-            .inner
-            .probes
-            .watch(name.clone(), move |released| async move {
-                backend.probe(name, released).await;
-            }))
+    async fn wait_free(&self, conn: &mut MySqlConnection, full: &str) -> sqlx::Result<bool> {
+        let name = lock_name(full);
+        // Waits up to 1 s and gives the lock back in the same statement, so a probe never
+        // holds it beyond the statement (no hand-over chain between probes).
+        let got: Option<i64> =
+            sqlx::query_scalar("SELECT CAST(GET_LOCK(?, 1) AS SIGNED), RELEASE_LOCK(?)")
+                .bind(&name)
+                .bind(&name)
+                .fetch_one(conn)
+                .await?;
+        Ok(got == Some(1))
     }
 }
+
+session_backend!(MysqlBackend);

@@ -116,6 +116,10 @@ impl RedisBuilder {
     }
 
     /// Connects and checks the server with a `PING`, within 3 seconds.
+    ///
+    /// # Cancel safety
+    ///
+    /// Dropping the future closes whatever connection it opened; nothing is stored.
     pub async fn connect(self) -> Result<RedisBackend> {
         let redacted_url = redact_url(&self.url);
         if self.prefix.is_empty()
@@ -211,6 +215,10 @@ impl RedisBackend {
     }
 
     /// Connects with the default settings.
+    ///
+    /// # Cancel safety
+    ///
+    /// As for [`RedisBuilder::connect`].
     pub async fn connect(url: &str) -> Result<Self> {
         Self::builder(url).connect().await
     }
@@ -242,6 +250,12 @@ impl RedisBackend {
     /// If the lock's counter was lost (a restart without persistence) a fresh holder gets a
     /// token below what the resource has seen and is refused too; recover with
     /// [`reseed`](Self::reseed) and acquire again.
+    ///
+    /// # Cancel safety
+    ///
+    /// The write is one atomic script: dropping the future after it was sent may or may not
+    /// have written (never half), and the caller cannot tell; read it back with
+    /// [`fenced_get`](Self::fenced_get).
     pub async fn fenced_set(
         &self,
         resource: &str,
@@ -266,6 +280,10 @@ impl RedisBackend {
     }
 
     /// The value of a fenced resource and the token that wrote it.
+    ///
+    /// # Cancel safety
+    ///
+    /// A read: dropping the future changes nothing.
     pub async fn fenced_get(&self, resource: &str) -> Result<Option<(Vec<u8>, FencingToken)>> {
         let (value, token): (Option<Vec<u8>>, Option<String>) = redis::cmd("HMGET")
             .arg(self.fenced_name(resource))
@@ -305,6 +323,11 @@ impl RedisBackend {
     /// Raises the fencing counter of `key` to at least `at_least`, so that the next grant's
     /// token is above it: the recovery after [`Error::StaleToken`] caused by a lost counter.
     /// Never lowers the counter. Returns its value afterwards.
+    ///
+    /// # Cancel safety
+    ///
+    /// One atomic script: dropping the future may or may not have raised the counter. Raising
+    /// is idempotent, so call it again.
     pub async fn reseed(&self, key: &str, at_least: FencingToken) -> Result<FencingToken> {
         if i64::try_from(at_least.get()).is_err() {
             // INCR would fail on the key from then on.

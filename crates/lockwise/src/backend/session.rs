@@ -1,15 +1,297 @@
-//! Bookkeeping shared by the backends whose locks live in a database session (PostgreSQL
+//! The skeleton shared by the backends whose locks live in a database session (PostgreSQL
 //! advisory locks, MySQL `GET_LOCK`): each grant owns a dedicated connection, found by owner
 //! token behind the same five trait calls; a few idle connections are kept for later attempts;
-//! and waiters learn of releases from a probe.
+//! and waiters learn of releases from a probe. Each database's SQL stays in its own file,
+//! behind [`SessionSql`].
 
 use std::collections::HashMap;
 use std::sync::{Arc, Mutex, PoisonError};
+use std::time::Duration;
 
+use async_trait::async_trait;
 use tokio::sync::watch;
 
-use super::ReleaseWatch;
-use crate::lease::OwnerToken;
+use super::{Attempt, ReleaseWatch};
+use crate::error::{Error, Result};
+use crate::lease::{FencingToken, OwnerToken};
+
+/// One database's statements for session locks. Every `full` key already carries the
+/// backend's namespace; `Err` from a statement means the session is unusable.
+#[async_trait]
+pub(crate) trait SessionSql: Send + Sync + 'static {
+    /// A connection; one per held lock.
+    type Conn: Send + 'static;
+
+    /// The backend's name in errors (`"postgres"`, `"mysql"`).
+    const NAME: &'static str;
+
+    /// A new connection, within the connect timeout.
+    async fn connect(&self, shown: &str) -> Result<Self::Conn>;
+
+    /// Takes the lock without waiting, with its lease of `ttl`, and issues its fencing token:
+    /// `Ok(None)` when it is held elsewhere.
+    async fn grant(
+        &self,
+        conn: &mut Self::Conn,
+        full: &str,
+        ttl: Duration,
+    ) -> sqlx::Result<Option<Result<FencingToken>>>;
+
+    /// Readies a connection whose grant was refused for reuse; `false` if it cannot be kept.
+    async fn refused(&self, conn: &mut Self::Conn) -> bool;
+
+    /// Resets the session's lease to `ttl`; whether it still holds the lock.
+    async fn renew(&self, conn: &mut Self::Conn, full: &str, ttl: Duration) -> sqlx::Result<bool>;
+
+    /// Whether the session holds the lock.
+    async fn check(&self, conn: &mut Self::Conn, full: &str) -> sqlx::Result<bool>;
+
+    /// Gives the lock back: (whether it was held, whether the connection can be kept).
+    async fn unlock(&self, conn: &mut Self::Conn, full: &str) -> sqlx::Result<(bool, bool)>;
+
+    /// Which probe watches the lock: keys that share a server-side lock share a probe.
+    fn probe_id(&self, full: &str) -> String;
+
+    /// A connection for a probe.
+    async fn probe_connection(&self, shown: &str) -> Result<Self::Conn> {
+        self.connect(shown).await
+    }
+
+    /// Waits a bounded time for the lock to be free and gives it back in the same statement:
+    /// `Ok(true)` when it was free, `Ok(false)` when still held, `Err` when disconnected.
+    async fn wait_free(&self, conn: &mut Self::Conn, full: &str) -> sqlx::Result<bool>;
+}
+
+/// Implements [`Backend`](super::Backend) and `Debug` for a public backend type whose field
+/// `locks` is a [`SessionLocks`]: every call is the shared session logic.
+macro_rules! session_backend {
+    ($backend:ident) => {
+        impl std::fmt::Debug for $backend {
+            fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+                f.debug_struct(stringify!($backend))
+                    .field("url", &self.locks.shown())
+                    .finish_non_exhaustive()
+            }
+        }
+
+        #[async_trait::async_trait]
+        impl $crate::backend::Backend for $backend {
+            async fn try_acquire(
+                &self,
+                key: &str,
+                owner: $crate::OwnerToken,
+                ttl: std::time::Duration,
+            ) -> $crate::Result<$crate::backend::Attempt> {
+                self.locks.try_acquire(key, owner, ttl).await
+            }
+
+            async fn extend(
+                &self,
+                key: &str,
+                owner: $crate::OwnerToken,
+                ttl: std::time::Duration,
+            ) -> $crate::Result<bool> {
+                self.locks.extend(key, owner, ttl).await
+            }
+
+            async fn release(&self, key: &str, owner: $crate::OwnerToken) -> $crate::Result<bool> {
+                self.locks.release(key, owner).await
+            }
+
+            async fn holds(&self, key: &str, owner: $crate::OwnerToken) -> $crate::Result<bool> {
+                self.locks.holds(key, owner).await
+            }
+
+            async fn watch(&self, key: &str) -> $crate::Result<$crate::backend::ReleaseWatch> {
+                Ok(self.locks.watch(key))
+            }
+        }
+    };
+}
+pub(crate) use session_backend;
+
+/// Session locks on one database: the lease logic of the [`Backend`](super::Backend) calls,
+/// written once. Clones share the sessions.
+pub(crate) struct SessionLocks<D: SessionSql> {
+    inner: Arc<Inner<D>>,
+}
+
+struct Inner<D: SessionSql> {
+    sql: D,
+    shown: String,
+    namespace: Option<String>,
+    sessions: Sessions<D::Conn>,
+    probes: Probes,
+}
+
+impl<D: SessionSql> Clone for SessionLocks<D> {
+    fn clone(&self) -> Self {
+        SessionLocks {
+            inner: self.inner.clone(),
+        }
+    }
+}
+
+impl<D: SessionSql> SessionLocks<D> {
+    /// Session locks on `sql`, keeping `first` for the first attempt.
+    pub(crate) fn new(sql: D, shown: String, namespace: Option<String>, first: D::Conn) -> Self {
+        let locks = SessionLocks {
+            inner: Arc::new(Inner {
+                sql,
+                shown,
+                namespace,
+                sessions: Sessions::default(),
+                probes: Probes::default(),
+            }),
+        };
+        locks.inner.sessions.keep(first);
+        locks
+    }
+
+    /// The server's URL, password redacted.
+    pub(crate) fn shown(&self) -> &str {
+        &self.inner.shown
+    }
+
+    /// `key` under the backend's namespace.
+    pub(crate) fn full_key(&self, key: &str) -> String {
+        crate::lease::namespaced(self.inner.namespace.as_deref(), key).into_owned()
+    }
+
+    /// The connection holding `key` for `owner`, if any.
+    pub(crate) fn session(&self, owner: OwnerToken, key: &str) -> Option<Shared<D::Conn>> {
+        self.inner.sessions.get(owner, key)
+    }
+
+    fn fail(&self, what: &str, e: sqlx::Error) -> Error {
+        Error::backend(
+            D::NAME,
+            format!("{what} on {} failed: {e}", self.inner.shown),
+            e,
+        )
+    }
+
+    async fn fresh(&self) -> Result<D::Conn> {
+        self.inner.sql.connect(&self.inner.shown).await
+    }
+
+    pub(crate) async fn try_acquire(
+        &self,
+        key: &str,
+        owner: OwnerToken,
+        ttl: Duration,
+    ) -> Result<Attempt> {
+        let (sql, full) = (&self.inner.sql, self.full_key(key));
+        let mut conn = match self.inner.sessions.spare() {
+            Some(conn) => conn,
+            None => self.fresh().await?,
+        };
+        let token = match sql.grant(&mut conn, &full, ttl).await {
+            Ok(token) => token,
+            // A kept connection may have been closed by the server meanwhile: use a new one.
+            Err(_) => {
+                conn = self.fresh().await?;
+                sql.grant(&mut conn, &full, ttl)
+                    .await
+                    .map_err(|e| self.fail("acquire", e))?
+            }
+        };
+        let Some(token) = token else {
+            if sql.refused(&mut conn).await {
+                self.inner.sessions.keep(conn);
+            }
+            return Ok(Attempt::Held { expires_in: None });
+        };
+        let token = token?;
+        self.inner.sessions.hold(owner, key, conn);
+        Ok(Attempt::Granted(token))
+    }
+
+    pub(crate) async fn extend(&self, key: &str, owner: OwnerToken, ttl: Duration) -> Result<bool> {
+        let Some(conn) = self.inner.sessions.get(owner, key) else {
+            return Ok(false);
+        };
+        let full = self.full_key(key);
+        let alive = self
+            .inner
+            .sql
+            .renew(&mut *conn.lock().await, &full, ttl)
+            .await;
+        if matches!(alive, Ok(true)) {
+            return Ok(true);
+        }
+        // The session is gone (terminated, idle timeout, network): so is its lock.
+        self.inner.sessions.end(owner);
+        Ok(false)
+    }
+
+    pub(crate) async fn release(&self, key: &str, owner: OwnerToken) -> Result<bool> {
+        if self.inner.sessions.get(owner, key).is_none() {
+            return Ok(false);
+        }
+        let Some(conn) = self.inner.sessions.end(owner) else {
+            return Ok(false);
+        };
+        let full = self.full_key(key);
+        let unlocked = self.inner.sql.unlock(&mut *conn.lock().await, &full).await;
+        match unlocked {
+            Ok((released, reusable)) => {
+                if reusable {
+                    self.inner.sessions.keep_shared(conn);
+                }
+                Ok(released)
+            }
+            // A dead session holds nothing.
+            Err(_) => Ok(false),
+        }
+    }
+
+    pub(crate) async fn holds(&self, key: &str, owner: OwnerToken) -> Result<bool> {
+        let Some(conn) = self.inner.sessions.get(owner, key) else {
+            return Ok(false);
+        };
+        let full = self.full_key(key);
+        let held = self.inner.sql.check(&mut *conn.lock().await, &full).await;
+        Ok(held.unwrap_or(false))
+    }
+
+    pub(crate) fn watch(&self, key: &str) -> ReleaseWatch {
+        let full = self.full_key(key);
+        let locks = self.clone();
+        self.inner
+            .probes
+            .watch(self.inner.sql.probe_id(&full), move |released| async move {
+                locks.probe(full, released).await;
+            })
+    }
+
+    /// Waits for the lock to be free on a connection of its own, in bounded rounds, and wakes
+    /// the waiters each time it was; runs until aborted.
+    async fn probe(&self, full: String, released: watch::Sender<u64>) {
+        let sql = &self.inner.sql;
+        loop {
+            let Ok(mut conn) = sql.probe_connection(&self.inner.shown).await else {
+                tokio::time::sleep(Duration::from_secs(1)).await;
+                continue;
+            };
+            loop {
+                match sql.wait_free(&mut conn, &full).await {
+                    Ok(true) => {
+                        wake(&released);
+                        // Let the waiters try before looking again.
+                        tokio::time::sleep(Duration::from_millis(20)).await;
+                    }
+                    Ok(false) => {} // still held: wait again
+                    Err(_) => {
+                        wake(&released); // disconnected: a release may have been missed
+                        tokio::time::sleep(Duration::from_millis(200)).await;
+                        break;
+                    }
+                }
+            }
+        }
+    }
+}
 
 /// How many idle connections are kept.
 const SPARES: usize = 4;
@@ -145,6 +427,6 @@ impl Drop for Unwatch {
 }
 
 /// Wakes every waiter of a probe.
-pub(crate) fn wake(released: &watch::Sender<u64>) {
+fn wake(released: &watch::Sender<u64>) {
     released.send_modify(|n| *n = n.wrapping_add(1));
 }

@@ -121,6 +121,11 @@ impl Store {
 
     /// Creates the schema's tables if they are missing (done on first use anyway), on a
     /// connection of the pool — never inside a caller's transaction.
+    ///
+    /// # Cancel safety
+    ///
+    /// The objects are created in one transaction: dropping the future rolls it back (nothing
+    /// half-created) and a later call tries again.
     pub async fn migrate(&self) -> Result<()> {
         self.ready
             .get_or_try_init(|| async {
@@ -139,6 +144,13 @@ impl Store {
     /// `Ok(None)` and never aborts the transaction. It excludes session-scoped locks on the same
     /// key ([`crate::backend::postgres`], with the same namespace), and its fencing token comes
     /// from the same sequence (of the same schema).
+    ///
+    /// # Cancel safety
+    ///
+    /// Dropping the future between attempts leaves the transaction as it was. Dropped while a
+    /// statement is in flight, the transaction may hold the lock (and a fencing token was
+    /// consumed) without the caller knowing, or the connection may be mid-statement: roll the
+    /// transaction back. Either way the lock ends with the transaction.
     pub async fn lock_xact(
         &self,
         tx: &mut Transaction<'_, Postgres>,
@@ -178,6 +190,12 @@ impl Store {
     /// the caller's transaction. A token lower than the highest is rejected *in the server*:
     /// the transaction is aborted even if the caller ignores the error, and this returns
     /// [`Error::StaleToken`]. Equal tokens pass (one grant may write many times).
+    ///
+    /// # Cancel safety
+    ///
+    /// Dropping the future while the check is in flight leaves the caller's transaction
+    /// unusable (it may or may not have recorded the token, and the connection may be
+    /// mid-statement): roll it back; nothing it did is committed.
     pub async fn fence(
         &self,
         tx: &mut Transaction<'_, Postgres>,
@@ -207,14 +225,18 @@ impl Store {
                         presented: token,
                         current: current.map(FencingToken::new),
                     }),
-                    None => Err(Error::from_sqlx(sqlx::Error::Database(db))),
+                    None => Err(sqlx::Error::Database(db).into()),
                 }
             }
-            Err(e) => Err(Error::from_sqlx(e)),
+            Err(e) => Err(e.into()),
         }
     }
 
     /// The highest token `resource` has accepted, if any.
+    ///
+    /// # Cancel safety
+    ///
+    /// A read on a pooled connection: dropping the future changes nothing.
     pub async fn fenced_token(&self, resource: &str) -> Result<Option<FencingToken>> {
         self.migrate().await?;
         let token: Option<i64> = sqlx::query_scalar(
@@ -234,6 +256,12 @@ impl Store {
     ///
     /// Meant for READ COMMITTED (PostgreSQL's default): under REPEATABLE READ or SERIALIZABLE
     /// a concurrent duplicate fails with a serialization error instead (still at most once).
+    ///
+    /// # Cancel safety
+    ///
+    /// Dropping the future before the commit drops the transaction, which rolls back the
+    /// marker and the effect's writes: the next call runs the effect. Dropped while the commit
+    /// is in flight, the commit may or may not have happened; the marker tells the next call.
     pub async fn run_once<T, E, F>(&self, scope: &str, key: &str, effect: F) -> Result<Once<T>, E>
     where
         F: for<'t> FnOnce(&'t mut Transaction<'static, Postgres>) -> BoxFuture<'t, Result<T, E>>,

@@ -1,0 +1,89 @@
+//! Static assertions, after tokio's `tests/async_send_sync.rs`: the public types can cross
+//! threads, and the futures of the main async methods can be spawned on a multi-threaded
+//! runtime. A regression fails to compile. (The queue's types are checked by its own tests.)
+
+use std::time::Duration;
+
+use futures_util::future::BoxFuture;
+use lockwise::backend::file::FileBackend;
+use lockwise::backend::memory::MemoryBackend;
+use lockwise::backend::mysql::{MysqlBackend, MysqlBuilder};
+use lockwise::backend::postgres::{PostgresBackend, PostgresBuilder};
+use lockwise::backend::redis::{RedisBackend, RedisBuilder};
+use lockwise::backend::{Attempt, ReleaseWatch};
+use lockwise::history::{Event, Verdict};
+use lockwise::postgres::{Once, Store, XactLock};
+use lockwise::{
+    Election, Error, FencingToken, Guard, LockOptions, Locker, OwnerToken, Retry, Role, Singleton,
+};
+use sqlx::{Postgres, Transaction};
+
+fn send_sync<T: Send + Sync>() {}
+
+fn send<T: Send>(_: &T) {}
+
+#[test]
+fn public_types_are_send_and_sync() {
+    send_sync::<Locker>();
+    send_sync::<Guard>();
+    send_sync::<LockOptions>();
+    send_sync::<Retry>();
+    send_sync::<Error>();
+    send_sync::<FencingToken>();
+    send_sync::<OwnerToken>();
+    send_sync::<Election>();
+    send_sync::<Role>();
+    send_sync::<Singleton>();
+    send_sync::<Store>();
+    send_sync::<XactLock>();
+    send_sync::<Once<()>>();
+    send_sync::<Attempt>();
+    send_sync::<ReleaseWatch>();
+    send_sync::<MemoryBackend>();
+    send_sync::<FileBackend>();
+    send_sync::<RedisBackend>();
+    send_sync::<RedisBuilder>();
+    send_sync::<PostgresBackend>();
+    send_sync::<PostgresBuilder>();
+    send_sync::<MysqlBackend>();
+    send_sync::<MysqlBuilder>();
+    send_sync::<Event>();
+    send_sync::<Verdict>();
+}
+
+/// Type-checked, never called: each line builds a future (without polling it) and requires it
+/// to be `Send`.
+#[allow(dead_code)]
+fn futures_of_the_main_async_methods_are_send(
+    locker: &Locker,
+    guard: Guard,
+    opts: &LockOptions,
+    election: &Election,
+    singleton: &Singleton,
+    store: &Store,
+    tx: &mut Transaction<'_, Postgres>,
+) {
+    send(&locker.acquire("k", opts));
+    send(&locker.try_acquire("k", opts));
+    send(&guard.is_held());
+    send(&guard.extend(Duration::from_secs(1)));
+    send(&guard.run(async {}));
+    send(&election.run(|_term| async {}));
+    send(&store.migrate());
+    send(&store.lock_xact(tx, "k", Duration::ZERO));
+    send(&store.fence(tx, "r", FencingToken::new(1)));
+    send(&store.fenced_token("r"));
+    send(
+        &store.run_once("scope", "k", |_tx| -> BoxFuture<'_, lockwise::Result<()>> {
+            Box::pin(async { Ok(()) })
+        }),
+    );
+    send(&singleton.tick(
+        std::time::SystemTime::now(),
+        |_tx, _period| -> BoxFuture<'_, lockwise::Result<()>> { Box::pin(async { Ok(()) }) },
+    ));
+    send(&PostgresBackend::connect("postgres://localhost/db"));
+    send(&MysqlBackend::connect("mysql://localhost/db"));
+    send(&RedisBackend::connect("redis://localhost/"));
+    send(&guard.release());
+}
