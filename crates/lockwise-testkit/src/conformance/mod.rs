@@ -64,6 +64,14 @@ pub trait Harness: Send + Sync + 'static {
     fn has_release_events(&self) -> bool {
         true
     }
+
+    /// Whether fencing tokens may skip values: `true` for a backend that keeps tokens above a
+    /// clock (Redis: never below the server's Unix ms × 1024, so a lost counter cannot reissue
+    /// a token). Cases then check that tokens strictly increase instead of counting them one by
+    /// one. Default: `false`.
+    fn tokens_may_skip(&self) -> bool {
+        false
+    }
 }
 
 /// A boxed case future.
