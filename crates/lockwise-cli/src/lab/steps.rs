@@ -33,6 +33,13 @@ pub(super) fn after_expiry(lab: &Lab, t0: u64) -> u64 {
     t0 + nanos(lab.ttl) + nanos((lab.ttl / 10).max(Duration::from_millis(30)))
 }
 
+/// A works for [`WORK`]; then A and B end their work and release with their owner tokens.
+pub(super) async fn finish_work(a: &mut Proc, b: &mut Proc) -> LabResult<()> {
+    tokio::time::sleep(WORK).await;
+    a.end_work().await?;
+    b.end_work().await
+}
+
 /// A holds the lock and is frozen past its TTL; B takes the lock and starts work; A resumes.
 /// Returns A, B and the time of A's grant. `a_first` runs on A before the freeze.
 pub(super) async fn pause_past_ttl(

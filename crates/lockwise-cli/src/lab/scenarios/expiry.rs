@@ -12,7 +12,7 @@ use crate::lab::error::LabResult;
 use crate::lab::judge::{did, entered, expect, removed_nothing, removed_own};
 use crate::lab::proto::Op;
 use crate::lab::report::{Report, Variant};
-use crate::lab::steps::{WORK, acquire, nanos, pause_past_ttl};
+use crate::lab::steps::{acquire, finish_work, nanos, pause_past_ttl};
 
 pub(super) static SCENARIO: Scenario = Scenario {
     name: "expiry",
@@ -44,9 +44,7 @@ async fn plain(lab: &Lab) -> LabResult<Variant> {
     let key = lab.key(&SCENARIO, 1);
     let (mut a, mut b, _) = pause_past_ttl(lab, &key, false, &[]).await?;
     a.call(Op::Enter).await?;
-    tokio::time::sleep(WORK).await;
-    a.end_work().await?;
-    b.end_work().await?;
+    finish_work(&mut a, &mut b).await?;
     Ok(lab
         .conclude(
             vec![a, b],
@@ -131,9 +129,7 @@ async fn renew_long(lab: &Lab) -> LabResult<Variant> {
     let key = lab.key(&SCENARIO, 3);
     let (mut a, mut b, _) = pause_past_ttl(lab, &key, true, &[Op::Enter]).await?;
     // A carries on with the work it was doing when it froze.
-    tokio::time::sleep(WORK).await;
-    a.end_work().await?;
-    b.end_work().await?;
+    finish_work(&mut a, &mut b).await?;
     Ok(lab
         .conclude(
             vec![a, b],
@@ -165,9 +161,7 @@ async fn recheck(lab: &Lab, pause_after_check: bool) -> LabResult<Variant> {
         a.call(Op::Check).await?;
     }
     a.call(Op::Enter).await?;
-    tokio::time::sleep(WORK).await;
-    a.end_work().await?;
-    b.end_work().await?;
+    finish_work(&mut a, &mut b).await?;
     let procs = vec![a, b];
     if pause_after_check {
         return Ok(lab
