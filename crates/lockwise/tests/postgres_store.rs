@@ -442,3 +442,23 @@ async fn a_singleton_job_runs_once_per_period_even_when_the_lock_fails() {
     assert_eq!(runs.len(), 2, "one run in each of two periods: {runs:?}");
     assert_eq!(runs[1] - runs[0], 1);
 }
+
+/// The lab's clean-up drops its own schema and nothing else; the shared default is refused.
+#[cfg(feature = "lab")]
+#[tokio::test]
+async fn drop_schema_removes_its_own_schema_and_refuses_the_default() {
+    let (schema, pool, store) = setup().await;
+    let refused = Store::new(pool.clone()).drop_schema().await;
+    assert!(
+        matches!(refused, Err(Error::InvalidConfig { .. })),
+        "{refused:?}"
+    );
+    store.drop_schema().await.unwrap();
+    let left: bool =
+        sqlx::query_scalar("SELECT EXISTS (SELECT 1 FROM pg_namespace WHERE nspname = $1)")
+            .bind(schema.name())
+            .fetch_one(&pool)
+            .await
+            .unwrap();
+    assert!(!left, "the schema is gone");
+}

@@ -5,7 +5,8 @@ use std::time::{SystemTime, UNIX_EPOCH};
 use lockwise::history::{Event, Verdict, What};
 use lockwise::lease::boottime_nanos;
 
-use super::{Report, Scenario, Variant};
+use super::judge::owner_of;
+use super::report::{Report, Variant};
 
 /// Turns `CLOCK_BOOTTIME` stamps into wall-clock times of day.
 #[derive(Debug, Clone, Copy)]
@@ -40,36 +41,20 @@ impl Clock {
     }
 }
 
-fn title(s: Scenario) -> &'static str {
-    match s {
-        Scenario::Expiry => "expiry: a lock expires while its holder is paused (lesson exercise 1)",
-        Scenario::UnsafeRelease => {
-            "unsafe-release: a release without the owner token (lesson exercise 2)"
-        }
-        Scenario::CheckThenDelete => {
-            "check-then-delete: GET then DEL is two commands, and expiry falls between them"
-        }
-        Scenario::Fencing => "fencing: the resource rejects the paused holder's older token",
-        Scenario::QueueCrash => {
-            "queue-crash: SKIP LOCKED workers, one killed; every job done exactly once"
-        }
-    }
-}
-
 /// Prints one scenario.
 pub(super) fn print_report(clock: &Clock, report: &Report) {
-    println!("== {} ==", title(report.scenario));
+    println!("== {} ==", report.scenario.banner());
     if let Some(reason) = &report.not_run {
         println!("   {reason}\n");
         return;
     }
     for v in &report.variants {
-        print_variant(clock, report.scenario, v);
+        print_variant(clock, v);
     }
     println!();
 }
 
-fn print_variant(clock: &Clock, scenario: Scenario, v: &Variant) {
+fn print_variant(clock: &Clock, v: &Variant) {
     println!("\n-- {}", v.name);
     if !v.predicts.is_empty() {
         println!("   the lesson predicts: {}", v.predicts);
@@ -82,15 +67,10 @@ fn print_variant(clock: &Clock, scenario: Scenario, v: &Variant) {
             .collect();
         println!("   processes: {}", actors.join(", "));
     }
-    let shown: Vec<&Event> = if scenario == Scenario::CheckThenDelete {
-        let (excerpt, which) = race_excerpt(&v.events);
-        if let Some((n, of)) = which {
-            println!("   (iteration {n} of {of} in full; --json has every event)");
-        }
-        excerpt
-    } else {
-        v.events.iter().collect()
-    };
+    let (shown, which) = iteration_excerpt(&v.events);
+    if let Some((n, of)) = which {
+        println!("   (iteration {n} of {of} in full; --json has every event)");
+    }
     let mut i = 0;
     while i < shown.len() {
         let e = shown[i];
@@ -138,9 +118,10 @@ fn print_variant(clock: &Clock, scenario: Scenario, v: &Variant) {
     }
 }
 
-/// The first race iteration that shows the point: a wrong deletion, else a release that found
-/// the lease expired, else the first.
-fn race_excerpt(events: &[Event]) -> (Vec<&Event>, Option<(usize, usize)>) {
+/// A variant that runs iterations (the lab notes `iteration N: …`) is shown one iteration in
+/// full: the first that shows the point (a wrong deletion, else a release that found the lease
+/// expired, else the first). Any other variant is shown whole.
+fn iteration_excerpt(events: &[Event]) -> (Vec<&Event>, Option<(usize, usize)>) {
     let starts: Vec<usize> = events
         .iter()
         .enumerate()
@@ -161,7 +142,7 @@ fn race_excerpt(events: &[Event]) -> (Vec<&Event>, Option<(usize, usize)>) {
         seg.iter().any(|e| match &e.what {
             What::Released {
                 removed: Some(o), ..
-            } => owner(events, o) != Some(e.process.as_str()),
+            } => owner_of(events, o) != Some(e.process.as_str()),
             _ => false,
         })
     };
@@ -177,13 +158,6 @@ fn race_excerpt(events: &[Event]) -> (Vec<&Event>, Option<(usize, usize)>) {
         segment(pick).iter().collect(),
         Some((pick + 1, starts.len())),
     )
-}
-
-fn owner<'a>(events: &'a [Event], token: &str) -> Option<&'a str> {
-    events.iter().find_map(|e| match &e.what {
-        What::Acquired { owner: Some(o), .. } if o == token => Some(e.process.as_str()),
-        _ => None,
-    })
 }
 
 fn describe(e: &Event, events: &[Event]) -> String {
@@ -207,7 +181,7 @@ fn describe(e: &Event, events: &[Event]) -> String {
         What::Released {
             removed: Some(token),
             ..
-        } => match owner(events, token) {
+        } => match owner_of(events, token) {
             Some(p) if p == e.process => "released its own lock".into(),
             Some(p) => format!("release REMOVED {p}'s LOCK"),
             None => "release REMOVED SOMEONE ELSE'S LOCK".into(),
@@ -268,7 +242,7 @@ pub(super) fn print_summary(reports: &[Report]) {
             } else {
                 "NOT RUN (not applicable)"
             };
-            println!("{:<19} {:<62} {short}", r.scenario.name(), "-");
+            println!("{:<19} {:<62} {short}", r.scenario.name, "-");
             continue;
         }
         for v in &r.variants {
@@ -277,7 +251,7 @@ pub(super) fn print_summary(reports: &[Report]) {
             } else {
                 "NOT AS PREDICTED"
             };
-            println!("{:<19} {:<62} {result}", r.scenario.name(), v.name);
+            println!("{:<19} {:<62} {result}", r.scenario.name, v.name);
         }
     }
     let ran = reports.iter().filter(|r| r.not_run.is_none()).count();

@@ -164,6 +164,56 @@ impl FileBackend {
     }
 }
 
+/// For the lab's own bookkeeping: freezing a process safely and cleaning up after a run.
+#[cfg(feature = "lab")]
+impl FileBackend {
+    /// Whether some process is inside one operation on `key` right now (holds the key's
+    /// `flock`). The lab checks it before leaving a process frozen: frozen inside that window,
+    /// it would block every other process on the key until thawed.
+    pub fn in_operation(&self, key: &str) -> Result<bool> {
+        let lock = match File::open(self.paths(key).lock) {
+            Ok(lock) => lock,
+            Err(e) if e.kind() == io::ErrorKind::NotFound => return Ok(false),
+            Err(e) => {
+                return Err(io_error(
+                    format!("cannot open a lock file in {}", self.dir.display()),
+                    e,
+                ));
+            }
+        };
+        match lock.try_lock() {
+            Ok(()) => Ok(false),
+            Err(std::fs::TryLockError::WouldBlock) => Ok(true),
+            Err(std::fs::TryLockError::Error(e)) => Err(io_error(
+                format!("cannot test a lock file in {}", self.dir.display()),
+                e,
+            )),
+        }
+    }
+
+    /// **For the lab's clean-up only**: removes every file of each key in `keys`, whoever
+    /// holds it: the lease, the fencing counter, the lock file and any half-written temporary.
+    ///
+    /// **Warning**: this resets fencing counters. A later grant on a purged key gets a token
+    /// that a fenced resource may already have seen, and a live holder silently loses its lease.
+    /// Call it only for keys that no holder and no fenced resource will ever use again.
+    pub fn purge(&self, keys: &[impl AsRef<str>]) -> Result<()> {
+        for key in keys {
+            let p = self.paths(key.as_ref());
+            let tmp = p.tmp();
+            for path in [&p.lease, &p.fence, &tmp, &p.lock] {
+                match fs::remove_file(path) {
+                    Err(e) if e.kind() != io::ErrorKind::NotFound => {
+                        return Err(io_error(format!("cannot remove {}", path.display()), e));
+                    }
+                    _ => {}
+                }
+            }
+        }
+        Ok(())
+    }
+}
+
 trait DirBuilderExt {
     fn mode(&mut self, mode: u32) -> &mut Self;
 }
@@ -185,6 +235,13 @@ struct Paths {
     lock: PathBuf,
     lease: PathBuf,
     fence: PathBuf,
+}
+
+impl Paths {
+    /// Where a replacement is written before it is renamed into place.
+    fn tmp(&self) -> PathBuf {
+        self.dir.join(format!("{}.tmp", self.stem))
+    }
 }
 
 /// A point on `CLOCK_BOOTTIME` of the current boot.
@@ -304,7 +361,7 @@ fn read_fence(path: &Path) -> io::Result<u64> {
 /// Replaces `path` atomically; with `durable`, the content and the rename reach the disk
 /// before this returns.
 fn replace(paths: &Paths, path: &Path, content: &str, durable: bool) -> io::Result<()> {
-    let tmp = paths.dir.join(format!("{}.tmp", paths.stem));
+    let tmp = paths.tmp();
     let mut f = File::create(&tmp)?;
     f.write_all(content.as_bytes())?;
     if durable {
@@ -441,5 +498,28 @@ mod tests {
             ..rec
         };
         assert!(this_boot.live_at(now));
+    }
+
+    /// A purged key starts over (token 1), which is why purge is for the lab only.
+    #[cfg(feature = "lab")]
+    #[tokio::test]
+    async fn purge_removes_every_file_of_the_key_and_only_those() -> Result<()> {
+        let dir = tempfile::tempdir().map_err(|e| io_error("tempdir".into(), e))?;
+        let backend = FileBackend::open(dir.path())?;
+        let grant = |key| backend.try_acquire(key, OwnerToken::random(), Duration::from_secs(60));
+        assert!(matches!(grant("lab:a").await?, Attempt::Granted(_)));
+        assert!(matches!(grant("lab:b").await?, Attempt::Granted(_)));
+        assert!(!backend.in_operation("lab:a")?, "no operation is running");
+        backend.purge(&["lab:a"])?;
+        let left = fs::read_dir(dir.path())
+            .map_err(|e| io_error("read_dir".into(), e))?
+            .count();
+        assert_eq!(left, 3, "lab:b keeps its lock, lease and fence files");
+        assert_eq!(
+            grant("lab:a").await?,
+            Attempt::Granted(FencingToken::new(1)),
+            "the counter started over"
+        );
+        Ok(())
     }
 }

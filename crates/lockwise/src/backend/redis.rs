@@ -320,6 +320,28 @@ impl RedisBackend {
         Ok(owner.as_deref().and_then(OwnerToken::from_hex))
     }
 
+    /// **For the lab's clean-up only**: deletes every trace of each key in `keys`, whoever
+    /// holds it: the lock, its fencing counter and the fenced resource of the same name.
+    ///
+    /// **Warning**: this resets fencing counters. A later grant on a purged key gets a token
+    /// that a fenced resource may already have seen, and a live holder silently loses its lock.
+    /// Call it only for keys that no holder and no fenced resource will ever use again.
+    #[cfg(feature = "lab")]
+    pub async fn purge(&self, keys: &[impl AsRef<str>]) -> Result<()> {
+        for key in keys {
+            let key = key.as_ref();
+            // One DEL per key: its three names share the hash tag `{key}`, so one cluster slot.
+            redis::cmd("DEL")
+                .arg(self.lock_name(key))
+                .arg(self.fence_name(key))
+                .arg(self.fenced_name(key))
+                .query_async::<()>(&mut self.conn())
+                .await
+                .map_err(|e| self.fail("purge", e))?;
+        }
+        Ok(())
+    }
+
     /// Raises the fencing counter of `key` to at least `at_least`, so that the next grant's
     /// token is above it: the recovery after [`Error::StaleToken`] caused by a lost counter.
     /// Never lowers the counter. Returns its value afterwards.

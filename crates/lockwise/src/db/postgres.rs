@@ -66,6 +66,12 @@ impl Schema {
         })
     }
 
+    /// Whether this is the default schema, `lockwise`, which other users of the database share.
+    #[cfg(feature = "lab")]
+    pub(crate) fn is_default(&self) -> bool {
+        self.quoted == Self::default_schema().quoted
+    }
+
     /// `template` with `{schema}` replaced by the quoted name (never user input otherwise).
     pub(crate) fn sql(&self, template: &str) -> AssertSqlSafe<String> {
         AssertSqlSafe(template.replace("{schema}", &self.quoted))

@@ -136,6 +136,27 @@ impl Store {
             .map(|_| ())
     }
 
+    /// **For the lab's clean-up only**: drops this store's schema and everything in it
+    /// (`DROP SCHEMA … CASCADE`: fences, fencing sequence, run-once records, and any table the
+    /// caller or the queue put there). Refuses the default schema, `lockwise`, with
+    /// [`Error::InvalidConfig`]: other users of the database share it.
+    ///
+    /// **Warning**: this resets fencing tokens. A later holder starts again from token 1,
+    /// below what a fenced resource may have seen, and the run-once records are forgotten.
+    /// Call it only for a schema that no process will ever use again.
+    #[cfg(feature = "lab")]
+    pub async fn drop_schema(self) -> Result<()> {
+        if self.schema.is_default() {
+            return Err(Error::config(format!(
+                "refusing to drop the default schema {DEFAULT_SCHEMA:?}: other users share it"
+            )));
+        }
+        sqlx::query(self.schema.sql("DROP SCHEMA IF EXISTS {schema} CASCADE"))
+            .execute(&self.pool)
+            .await?;
+        Ok(())
+    }
+
     /// Takes the advisory lock of `key` inside the caller's transaction
     /// (`pg_try_advisory_xact_lock`, the analogue of SQL Server's `sp_getapplock` with
     /// `@LockOwner = 'Transaction'`); commit or rollback releases it.

@@ -1,0 +1,94 @@
+//! The lock backend the lab runs on: chosen from --url, and wiped of what the run left there.
+
+use std::path::PathBuf;
+
+use lockwise::backend::file::FileBackend;
+use lockwise::backend::redis::RedisBackend;
+use lockwise::postgres::Store;
+use lockwise::url::{BackendUrl, redact_url};
+use sqlx::postgres::PgPoolOptions;
+
+use super::scratch;
+
+/// The lock backend the lab runs on.
+#[derive(Debug, Clone)]
+pub(super) enum LabBackend {
+    File(PathBuf),
+    Redis(String),
+    Postgres(String),
+    Mysql,
+}
+
+impl LabBackend {
+    /// The backend `url` names (with it, the URL the actors get); none: a fresh scratch
+    /// directory for the file backend.
+    pub(super) fn resolve(url: Option<&str>) -> Result<(String, LabBackend), String> {
+        let Some(url) = url else {
+            let dir = scratch::create()?;
+            return Ok((format!("file://{}", dir.display()), LabBackend::File(dir)));
+        };
+        let backend = match BackendUrl::parse(url).map_err(|e| e.to_string())? {
+            BackendUrl::File(dir) => LabBackend::File(dir),
+            BackendUrl::Redis(u) => LabBackend::Redis(u),
+            BackendUrl::Postgres(u) => LabBackend::Postgres(u),
+            BackendUrl::Mysql(_) => LabBackend::Mysql,
+            BackendUrl::Memory => {
+                return Err(
+                    "memory: locks live inside one process, and the lab needs several: use \
+                     file:// (the default), redis://, postgres:// or mysql://"
+                        .into(),
+                );
+            }
+            _ => return Err(format!("the lab cannot use {}", redact_url(url))),
+        };
+        Ok((url.to_owned(), backend))
+    }
+
+    pub(super) fn name(&self) -> &'static str {
+        match self {
+            LabBackend::File(_) => "file",
+            LabBackend::Redis(_) => "redis",
+            LabBackend::Postgres(_) => "postgres",
+            LabBackend::Mysql => "mysql",
+        }
+    }
+
+    /// Whether its locks belong to a database session, which alone can release them.
+    pub(super) fn session_locks(&self) -> bool {
+        matches!(self, LabBackend::Postgres(_) | LabBackend::Mysql)
+    }
+
+    /// The file backend's view of the lock directory, when this is the file backend.
+    pub(super) fn files(&self) -> Option<FileBackend> {
+        match self {
+            LabBackend::File(dir) => FileBackend::open(dir).ok(),
+            _ => None,
+        }
+    }
+
+    /// Removes what the run left: every trace of `keys`, and on PostgreSQL the run's
+    /// `schema`. Best effort: a failure only leaves keys named `lab:*` (or the schema) behind.
+    pub(super) async fn wipe(&self, keys: &[String], schema: Option<&str>) {
+        match self {
+            LabBackend::Redis(url) => {
+                if let Ok(backend) = RedisBackend::connect(url).await {
+                    let _ = backend.purge(keys).await;
+                }
+            }
+            LabBackend::Postgres(url) => {
+                let Some(schema) = schema else { return };
+                if let Ok(pool) = PgPoolOptions::new().max_connections(1).connect(url).await
+                    && let Ok(store) = Store::with_schema(pool, schema)
+                {
+                    let _ = store.drop_schema().await;
+                }
+            }
+            LabBackend::File(_) => {
+                if let Some(files) = self.files() {
+                    let _ = files.purge(keys);
+                }
+            }
+            LabBackend::Mysql => {}
+        }
+    }
+}

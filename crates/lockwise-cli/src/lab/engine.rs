@@ -1,0 +1,288 @@
+//! The lab's engine: runs a scenario, starts its actors, freezes and thaws them, keeps the
+//! events they report, and concludes each variant with the checker's verdict.
+
+use std::path::PathBuf;
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+use lockwise::history::{Event, Verdict, What, check};
+use lockwise::lease::boottime_nanos;
+use nix::sys::signal::Signal;
+
+use super::backend::LabBackend;
+use super::children;
+use super::client::Proc;
+use super::error::{LabError, LabResult};
+use super::judge::is_acquired;
+use super::report::{Outcome, Report, Variant};
+use super::scenarios::{Backends, Scenario};
+use super::timeline;
+
+/// What an actor needs besides its role, the lock backend and the key.
+#[derive(Debug, Default, Clone)]
+pub(super) struct Extra {
+    /// PostgreSQL schema for locks, fence and queue.
+    pub(super) schema: Option<String>,
+    /// The fenced resource: `file:<path>`, `redis` or `postgres`.
+    pub(super) fence: Option<String>,
+    /// The queue's PostgreSQL URL.
+    pub(super) queue_url: Option<String>,
+}
+
+/// The lab's settings and the state of the variant being run.
+pub(super) struct Lab {
+    pub(super) exe: PathBuf,
+    pub(super) url: String,
+    pub(super) backend: LabBackend,
+    pub(super) queue_url: String,
+    pub(super) ttl: Duration,
+    pub(super) pause: Duration,
+    pub(super) gap: Duration,
+    pub(super) iterations: u32,
+    pub(super) renew_only: bool,
+    pub(super) recheck_only: bool,
+    pub(super) run_id: String,
+    pub(super) text: bool,
+    pub(super) clock: timeline::Clock,
+    /// This variant's events. Replaced (not emptied) when a variant ends, so that a reader
+    /// of an actor from a variant that failed can never add to the next one's.
+    log: Mutex<Arc<Mutex<Vec<Event>>>>,
+    /// Every key used, to clean up after.
+    keys: Mutex<Vec<String>>,
+    /// The actors started for the current variant.
+    spawned: Mutex<Vec<(String, u32)>>,
+}
+
+impl Lab {
+    /// A lab with no variant run yet; `run_id` is unique to this process.
+    pub(super) fn new(
+        exe: PathBuf,
+        url: String,
+        backend: LabBackend,
+        queue_url: String,
+        args: &super::LabArgs,
+    ) -> Self {
+        Lab {
+            exe,
+            url,
+            backend,
+            queue_url,
+            ttl: args.ttl,
+            pause: args.pause,
+            gap: args.gap,
+            iterations: args.iterations,
+            renew_only: args.renew,
+            recheck_only: args.recheck,
+            run_id: format!(
+                "{}-{:06x}",
+                std::process::id(),
+                rand::random::<u32>() & 0xff_ffff
+            ),
+            text: !args.json,
+            clock: timeline::Clock::now(),
+            log: Mutex::new(Arc::new(Mutex::new(Vec::new()))),
+            keys: Mutex::new(Vec::new()),
+            spawned: Mutex::new(Vec::new()),
+        }
+    }
+
+    /// Runs one scenario and reports it; a scenario that cannot finish is reported with the
+    /// events recorded until then.
+    pub(super) async fn run(&self, scenario: &'static Scenario) -> Report {
+        let mut report = Report::new(scenario, self.backend.name());
+        if scenario.backends == Backends::Leases && self.backend.session_locks() {
+            report.not_run = Some(format!(
+                "not applicable on {}: its locks belong to a database session, and no other \
+                 session can release them, so this mistake cannot be made there",
+                self.backend.name()
+            ));
+            return report;
+        }
+        if let Err(e) = (scenario.run)(self, &mut report).await {
+            children::kill_all();
+            let events = self.take_events();
+            report.variants.push(Variant {
+                name: "(stopped)".into(),
+                predicts: String::new(),
+                verdict: check(&events),
+                events,
+                outcome: Err(format!("the scenario could not finish: {e}")),
+                remarks: Vec::new(),
+                actors: self.take_actors(),
+            });
+        }
+        report
+    }
+
+    /// A key for variant `n` of `scenario`, unique to this run.
+    pub(super) fn key(&self, scenario: &Scenario, n: usize) -> String {
+        let key = format!("lab:{}:{n}:{}", scenario.name, self.run_id);
+        if let Ok(mut keys) = self.keys.lock() {
+            keys.push(key.clone());
+        }
+        key
+    }
+
+    /// The PostgreSQL schema of this run's locks and fences, on the PostgreSQL backend.
+    pub(super) fn pg_schema(&self) -> Option<String> {
+        matches!(self.backend, LabBackend::Postgres(_))
+            .then(|| format!("lockwise_lab_{}", self.run_id.replace('-', "_")))
+    }
+
+    /// What an actor that takes locks needs.
+    pub(super) fn lock_extra(&self) -> Extra {
+        Extra {
+            schema: self.pg_schema(),
+            ..Extra::default()
+        }
+    }
+
+    /// Records something the lab itself did (a freeze, a kill): shown in the timeline, ignored
+    /// by the checker.
+    pub(super) fn note(&self, text: impl Into<String>) {
+        let event = Event::new(
+            "lab",
+            std::process::id(),
+            boottime_nanos().unwrap_or(0),
+            What::Note { text: text.into() },
+        );
+        if let Ok(mut log) = self.current_log().lock() {
+            log.push(event);
+        }
+    }
+
+    fn current_log(&self) -> Arc<Mutex<Vec<Event>>> {
+        self.log.lock().map(|log| log.clone()).unwrap_or_default()
+    }
+
+    /// Ends the variant's log and returns its events in time order.
+    fn take_events(&self) -> Vec<Event> {
+        let old = self
+            .log
+            .lock()
+            .map(|mut log| std::mem::take(&mut *log))
+            .unwrap_or_default();
+        let mut events = old
+            .lock()
+            .map(|mut log| std::mem::take(&mut *log))
+            .unwrap_or_default();
+        events.sort_by_key(|e| e.at);
+        events
+    }
+
+    fn take_actors(&self) -> Vec<(String, u32)> {
+        self.spawned
+            .lock()
+            .map(|mut s| std::mem::take(&mut *s))
+            .unwrap_or_default()
+    }
+
+    /// `process`'s latest event that `pick` accepts.
+    pub(super) fn last(&self, process: &str, pick: impl Fn(&What) -> bool) -> Option<Event> {
+        let log = self.current_log();
+        let log = log.lock().ok()?;
+        log.iter()
+            .rev()
+            .find(|e| e.process == process && pick(&e.what))
+            .cloned()
+    }
+
+    /// When `process` was last granted the lock.
+    pub(super) fn granted_at(&self, process: &str) -> LabResult<u64> {
+        self.last(process, is_acquired)
+            .map(|e| e.at)
+            .ok_or_else(|| LabError(format!("{process} was not granted the lock")))
+    }
+
+    /// Starts actor `name` on `key` and waits until it is ready.
+    pub(super) async fn spawn(&self, name: &str, key: &str, extra: &Extra) -> LabResult<Proc> {
+        let mut cmd = tokio::process::Command::new(&self.exe);
+        cmd.arg("lab-actor")
+            .args(["--role", name, "--url", &self.url, "--key", key]);
+        if let Some(schema) = &extra.schema {
+            cmd.args(["--schema", schema]);
+        }
+        if let Some(fence) = &extra.fence {
+            cmd.args(["--fence", fence]);
+        }
+        if let Some(url) = &extra.queue_url {
+            cmd.args(["--queue-url", url]);
+        }
+        if std::env::var_os("LOCKWISE_LOG").is_none() {
+            cmd.env("LOCKWISE_LOG", "error");
+        }
+        let mut proc = Proc::start(cmd, name, key, self.current_log())?;
+        if let Ok(mut spawned) = self.spawned.lock() {
+            spawned.push((name.to_owned(), proc.pid.unsigned_abs()));
+        }
+        proc.done().await?; // ready: connected to the backend
+        Ok(proc)
+    }
+
+    /// Freezes an actor, the way a GC pause, a VM migration or swapping would: every thread
+    /// stops, its renewal task included.
+    pub(super) fn freeze(&self, proc: &Proc, how_long: Duration, renewing: bool) {
+        proc.signal(Signal::SIGSTOP);
+        if let Some(files) = self.backend.files() {
+            // A renewing actor holds the key's flock for a few microseconds every ttl/3; frozen
+            // inside that window it would block everyone else until thawed. Never leave it so.
+            for _ in 0..1000 {
+                if !files.in_operation(&proc.key).unwrap_or(false) {
+                    break;
+                }
+                proc.signal(Signal::SIGCONT);
+                std::thread::sleep(Duration::from_millis(1));
+                proc.signal(Signal::SIGSTOP);
+            }
+        }
+        self.note(format!(
+            "{} frozen with SIGSTOP for {} (a GC pause, a VM migration, swapping){}",
+            proc.name,
+            humantime::format_duration(how_long),
+            if renewing {
+                "; its renewal task freezes with it"
+            } else {
+                ""
+            }
+        ));
+    }
+
+    pub(super) fn thaw(&self, proc: &Proc) {
+        self.note(format!("{} resumed with SIGCONT", proc.name));
+        proc.signal(Signal::SIGCONT);
+    }
+
+    /// Finishes a variant: waits for the actors to exit, then checks what they recorded.
+    pub(super) async fn conclude(
+        &self,
+        procs: Vec<Proc>,
+        name: &str,
+        predicts: &str,
+        judge: impl FnOnce(&[Event], &Verdict) -> (Outcome, Vec<String>),
+    ) -> Variant {
+        for proc in procs {
+            proc.finish().await;
+        }
+        let events = self.take_events();
+        let verdict = check(&events);
+        let (outcome, remarks) = judge(&events, &verdict);
+        Variant {
+            name: name.to_owned(),
+            predicts: predicts.to_owned(),
+            events,
+            verdict,
+            outcome,
+            remarks,
+            actors: self.take_actors(),
+        }
+    }
+
+    /// Removes what the run left: the scratch directory, and every key and schema it used on
+    /// the backend (best effort).
+    pub(super) async fn clean_up(&self) {
+        let keys: Vec<String> = self.keys.lock().map(|k| k.clone()).unwrap_or_default();
+        self.backend.wipe(&keys, self.pg_schema().as_deref()).await;
+        // After the wipe: opening the file backend would create the directory again.
+        super::scratch::remove();
+    }
+}
