@@ -33,6 +33,7 @@ const CONNECT_TIMEOUT: Duration = Duration::from_secs(4);
 const IDLE_WAIT_TIMEOUT: u64 = 28_800;
 
 const SCHEMA: &str = include_str!("../../sql/mysql/fence.sql");
+const FENCE_NEXT: &str = include_str!("../../sql/mysql/fence_next.sql");
 
 /// `GET_LOCK` locks. Clones share the sessions.
 #[derive(Clone)]
@@ -225,13 +226,10 @@ impl SessionSql for GetLock {
             restore_idle(conn).await?;
             return Ok(None);
         }
-        let advanced = sqlx::query(
-            "INSERT INTO lockwise_fence (lock_key, token) VALUES (?, LAST_INSERT_ID(1)) \
-             ON DUPLICATE KEY UPDATE token = LAST_INSERT_ID(token + 1)",
-        )
-        .bind(full.as_bytes())
-        .execute(&mut *conn)
-        .await?;
+        let advanced = sqlx::query(FENCE_NEXT)
+            .bind(full.as_bytes())
+            .execute(&mut *conn)
+            .await?;
         Ok(Some(Ok(FencingToken::new(advanced.last_insert_id()))))
     }
 
