@@ -8,7 +8,7 @@ use futures_util::StreamExt;
 use futures_util::stream::FuturesUnordered;
 use tokio::runtime::Handle;
 use tokio::sync::watch;
-use tokio::time::{Instant, sleep_until, timeout_at};
+use tokio::time::{Instant, sleep_until};
 use tokio_util::sync::{CancellationToken, WaitForCancellationFuture};
 
 use crate::backend::Backend;
@@ -347,8 +347,7 @@ struct Renewal {
     sent: (Instant, Option<u64>),
     ttl: Duration,
     generation: u64,
-    /// `None`: no answer before the deadline it was sent under.
-    answer: Option<Result<bool>>,
+    answer: Result<bool>,
 }
 
 /// Renews the lease and fires the lost signal at the local deadline.
@@ -378,12 +377,12 @@ async fn watchdog(lease: Arc<Lease>) {
             Some(renewal) = in_flight.next(), if !in_flight.is_empty() => {
                 let renewal: Renewal = renewal;
                 match renewal.answer {
-                    Some(Ok(true)) => lease.extended(renewal.sent, renewal.ttl, renewal.generation, false),
-                    Some(Ok(false)) => {
+                    Ok(true) => lease.extended(renewal.sent, renewal.ttl, renewal.generation, false),
+                    Ok(false) => {
                         lease.mark_lost("renewal refused: the lease expired or belongs to someone else");
                         return;
                     }
-                    Some(Err(error)) => {
+                    Err(error) => {
                         tracing::warn!(key = %lease.key, %error, "renewal failed; retrying until the deadline");
                         if in_flight.is_empty() && let Some(every) = every {
                             // Not a busy loop, but sooner than the schedule.
@@ -391,7 +390,6 @@ async fn watchdog(lease: Arc<Lease>) {
                             next_renewal = Some(next_renewal.map_or(soon, |at| at.min(soon)));
                         }
                     }
-                    None => {}
                 }
             }
             changed = changes.changed() => {
@@ -419,15 +417,13 @@ async fn watchdog(lease: Arc<Lease>) {
         let sent = (Instant::now(), boottime_nanos().ok());
         next_renewal = Some(sent.0 + every);
         let renewing = lease.clone();
+        // No timeout of its own: it may answer until the deadline, which earlier renewals'
+        // answers may still move; at the deadline the watchdog gives up and drops it.
         in_flight.push(async move {
-            let answer = timeout_at(
-                times.deadline,
-                renewing
-                    .backend
-                    .extend(&renewing.key, renewing.owner, times.ttl),
-            )
-            .await
-            .ok();
+            let answer = renewing
+                .backend
+                .extend(&renewing.key, renewing.owner, times.ttl)
+                .await;
             Renewal {
                 sent,
                 ttl: times.ttl,

@@ -117,3 +117,24 @@ async fn acquire_waits_out_a_restarting_backend() {
             .is_transient()
     );
 }
+
+/// RELIABILITY R18: every renewal's reply takes 2/5 of the TTL (a one-way delay of TTL/5 each
+/// way). Each reply still arrives well before the deadline, so the lease must be kept: a
+/// renewal stays in flight until the deadline instead of being abandoned before its answer.
+#[tokio::test(start_paused = true)]
+async fn renewal_keeps_the_lease_when_replies_take_two_fifths_of_the_ttl() {
+    let flaky = FlakyBackend::new(MemoryBackend::new());
+    let locker = Locker::new(flaky.clone());
+    let guard = locker
+        .try_acquire("k", &LockOptions::ttl(Duration::from_secs(1)))
+        .await
+        .unwrap()
+        .unwrap();
+    flaky.delay_replies(Op::Extend, Duration::from_millis(400));
+    guard
+        .run(tokio::time::sleep(Duration::from_secs(60)))
+        .await
+        .expect("the lease is kept: every reply arrived before the deadline");
+    assert!(guard.is_held().await.unwrap());
+    assert!(guard.release().await.unwrap());
+}
