@@ -44,9 +44,9 @@ enum Command {
     /// Internal: one process of a lab scenario
     #[command(hide = true)]
     LabActor(lab::actor::ActorArgs),
-    /// Internal: runs a queue handler so that its process tree dies with the worker
+    /// Internal: runs a command so that its process tree dies with lockwise
     #[command(hide = true)]
-    Supervise(queue::SuperviseArgs),
+    Supervise(child::SuperviseArgs),
 }
 
 fn main() -> ExitCode {
@@ -79,7 +79,7 @@ fn main() -> ExitCode {
             Command::Queue(args) => queue::run(args).await,
             Command::Lab(args) => lab::run(args).await,
             Command::LabActor(args) => lab::actor::run(args).await,
-            Command::Supervise(args) => queue::supervise(args).await,
+            Command::Supervise(args) => child::supervise(args).await,
         }
     });
     // Do not wait for background tasks (a best-effort release already finished or timed out).

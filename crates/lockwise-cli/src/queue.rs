@@ -3,7 +3,6 @@
 //! runs handler commands.
 
 use std::ffi::OsString;
-use std::io;
 use std::process::Stdio;
 use std::sync::Arc;
 use std::time::Duration;
@@ -378,42 +377,4 @@ async fn handle(command: &[OsString], job: JobContext) -> Result<(), String> {
             .map_or_else(|| "a signal".to_owned(), |c| c.to_string()),
         tail.trim()
     ))
-}
-
-/// `lockwise supervise -- CMD`: runs CMD in this process's group and, when told to stop
-/// (SIGTERM, e.g. because the worker died), kills the whole group. Internal to `queue work`.
-#[derive(Debug, clap::Args)]
-pub(crate) struct SuperviseArgs {
-    #[arg(last = true, required = true)]
-    command: Vec<OsString>,
-}
-
-pub(crate) async fn supervise(args: SuperviseArgs) -> u8 {
-    let Ok(mut term) = signal(SignalKind::terminate()) else {
-        return exit::BACKEND;
-    };
-    let (program, rest) = match args.command.split_first() {
-        Some(split) => split,
-        None => return exit::USAGE,
-    };
-    let mut child = match Command::new(program).args(rest).spawn() {
-        Ok(child) => child,
-        Err(e) => {
-            eprintln!("lockwise: cannot run {}: {e}", program.to_string_lossy());
-            return match e.kind() {
-                io::ErrorKind::NotFound => exit::NOT_FOUND,
-                _ => exit::CANNOT_EXECUTE,
-            };
-        }
-    };
-    tokio::select! {
-        status = child.wait() => match status {
-            Ok(status) => crate::run::exit_code(status),
-            Err(_) => exit::BACKEND,
-        },
-        _ = term.recv() => {
-            let _ = killpg(nix::unistd::getpgrp(), Signal::SIGKILL);
-            128 + Signal::SIGTERM as u8
-        }
-    }
 }

@@ -32,8 +32,12 @@ Exit codes:
 
 The command gets LOCKWISE_FENCING_TOKEN and LOCKWISE_LOCK_KEY in its environment. It runs in
 a process group of its own; SIGINT, SIGTERM, SIGHUP and SIGQUIT are forwarded to that group,
-and if lockwise dies the command gets SIGTERM. The lock is held until the command and every
-process left in its group have exited. lockwise writes nothing to stdout.";
+and if lockwise dies (even by SIGKILL) the group gets SIGTERM, then SIGKILL after the
+--kill-after grace. When the lease cannot be renewed, the group gets SIGTERM the grace
+(--kill-after, at most TTL/4) before the lease could run out and SIGKILL at the local deadline,
+so no process of the command works on after the server may have given the lock to someone
+else. The lock is held until the command and every process left in its group have exited.
+lockwise writes nothing to stdout.";
 
 /// Run a command while holding a lock, renewing it as long as the command runs.
 #[derive(Debug, clap::Args)]
@@ -65,7 +69,9 @@ pub(crate) struct RunArgs {
     #[arg(long, value_name = "N", value_parser = clap::value_parser!(u8))]
     conflict_exit_code: Option<u8>,
 
-    /// After the lock is lost, how long the command has between SIGTERM and SIGKILL
+    /// How long the command has between SIGTERM and SIGKILL when the lock is lost or its
+    /// lease cannot be renewed, at most TTL/4: SIGTERM comes that long before the lease could
+    /// run out, SIGKILL before it does. Also after a SIGKILL of lockwise itself.
     #[arg(long, default_value = "5s", value_parser = duration::parse, value_name = "DURATION")]
     kill_after: Duration,
 
@@ -124,7 +130,10 @@ async fn run_checked(args: RunArgs) -> Result<u8, Failure> {
     };
     tracing::info!(key, token = %guard.token(), "acquired");
 
-    let child = match spawn(&args.command, &key, &guard) {
+    // The command must be gone before the server can expire the lease: it gets SIGTERM
+    // `grace` before the local deadline and SIGKILL at it.
+    let grace = args.kill_after.min(args.ttl / 4);
+    let child = match spawn(&args.command, &key, &guard, grace) {
         Ok(child) => child,
         Err(e) => {
             let name = args.command[0].to_string_lossy();
@@ -139,7 +148,7 @@ async fn run_checked(args: RunArgs) -> Result<u8, Failure> {
             });
         }
     };
-    let outcome = supervise(child, &guard, args.kill_after, &mut signals).await;
+    let outcome = supervise(child, &guard, grace, &mut signals).await;
     release(guard).await;
     match outcome {
         Outcome::Exited(status) => Ok(exit_code(status)),
@@ -170,21 +179,22 @@ async fn locker(url: Option<&str>) -> Result<Locker, Failure> {
     })
 }
 
-fn spawn(command: &[OsString], key: &str, guard: &Guard) -> io::Result<Child> {
-    let (program, rest) = command
-        .split_first()
-        .ok_or_else(|| io::Error::new(io::ErrorKind::NotFound, "no command"))?;
-    let mut command = Command::new(program);
-    command
-        .args(rest)
+/// Starts the command under `lockwise supervise --forwarded`, in a process group of its own,
+/// so that signals reach the whole tree and the tree dies with lockwise.
+fn spawn(command: &[OsString], key: &str, guard: &Guard, grace: Duration) -> io::Result<Child> {
+    let mut supervised = Command::new(std::env::current_exe()?);
+    supervised
+        .args(["supervise", "--forwarded", "--kill-after"])
+        .arg(format!("{}ms", grace.as_millis()))
+        .arg("--")
+        .args(command)
         .env("LOCKWISE_FENCING_TOKEN", guard.token().to_string())
         .env("LOCKWISE_LOCK_KEY", key)
         // The URL may carry a password; the command has no use for it.
         .env_remove("LOCKWISE_URL")
-        // Its own process group, so that the whole tree can be signalled.
         .process_group(0);
-    crate::child::stop_with_parent(&mut command, nix::sys::signal::Signal::SIGTERM);
-    command.spawn()
+    crate::child::stop_with_parent(&mut supervised, Signal::SIGTERM);
+    supervised.spawn()
 }
 
 enum Outcome {
@@ -222,12 +232,14 @@ impl Signals {
 }
 
 /// Waits until the command and every other process of its group have exited, forwarding
-/// signals. If the lock is lost, the whole group gets SIGTERM, then SIGKILL after
-/// `kill_after`, and the outcome is `Lost` once the group is gone.
+/// signals. The group gets SIGTERM when the lock is lost, or `grace` before the local deadline
+/// when renewals have not moved it (the lease may be about to run out), and SIGKILL `grace`
+/// after that: so the command is gone before the server can give the lock to someone else.
+/// The outcome is then `Lost`, once the group is gone.
 async fn supervise(
     mut child: Child,
     guard: &Guard,
-    kill_after: Duration,
+    grace: Duration,
     signals: &mut Signals,
 ) -> Outcome {
     let group = child
@@ -240,19 +252,34 @@ async fn supervise(
         }
     };
     let mut status: Option<io::Result<ExitStatus>> = None;
-    let mut lost_at: Option<Instant> = None;
+    let mut stopped_at: Option<Instant> = None;
     let mut killed = false;
     loop {
         if status.is_some() && !group.is_some_and(group_alive) {
             break;
         }
-        let kill_at = lost_at.map(|at| at + kill_after);
+        let term_at = guard
+            .deadline()
+            .checked_sub(grace)
+            .unwrap_or_else(Instant::now);
+        let kill_at = stopped_at.map(|at| at + grace);
         tokio::select! {
             biased;
-            _ = guard.lost(), if lost_at.is_none() => {
+            _ = guard.lost(), if stopped_at.is_none() => {
                 eprintln!("lockwise: lock {:?} lost; sending SIGTERM to the command", guard.key());
-                lost_at = Some(Instant::now());
+                stopped_at = Some(Instant::now());
                 signal_group(Signal::SIGTERM);
+            }
+            _ = sleep_until(term_at), if stopped_at.is_none() => {
+                // Renewals may have moved the deadline meanwhile: look again.
+                if guard.deadline() <= Instant::now() + grace {
+                    eprintln!(
+                        "lockwise: the lease of lock {:?} could not be renewed and runs out in {grace:?}; sending SIGTERM to the command",
+                        guard.key()
+                    );
+                    stopped_at = Some(Instant::now());
+                    signal_group(Signal::SIGTERM);
+                }
             }
             _ = sleep_until(kill_at.unwrap_or_else(Instant::now)), if kill_at.is_some() && !killed => {
                 killed = true;
@@ -264,7 +291,7 @@ async fn supervise(
             _ = sleep(Duration::from_millis(50)), if status.is_some() => {}
         }
     }
-    if lost_at.is_some() || guard.is_lost() {
+    if stopped_at.is_some() || guard.is_lost() {
         return Outcome::Lost;
     }
     match status {

@@ -418,6 +418,90 @@ fn a_frozen_holder_loses_the_lock_after_its_ttl(b: Backend) {
     assert_eq!(frozen.wait().expect("wait").code(), Some(70));
 }
 
+/// A SIGKILL of `lockwise run` itself: the command's whole process tree gets SIGTERM at once
+/// and SIGKILL after the grace (here TTL/4 = 500 ms), long before the lease could run out,
+/// even a command that ignores SIGTERM and a grandchild it left in the background.
+fn no_process_outlives_a_killed_lockwise(b: Backend) {
+    let key = b.key();
+    let script = "trap 'echo got-term' TERM; sleep 600 & echo \"grandchild $!\"; \
+                  echo \"shell $$\"; echo started; while true; do sleep 0.05; done";
+    let mut child = lockwise(&b.url(), &key, &["--ttl", "2s"], &["sh", "-c", script])
+        .stdout(Stdio::piped())
+        .spawn()
+        .expect("spawn");
+    let mut out = BufReader::new(child.stdout.take().expect("stdout"));
+    let pid_of = |out: &mut BufReader<std::process::ChildStdout>, what: &str| -> i32 {
+        let line =
+            wait_for_line(out, Duration::from_secs(10), |l| l.starts_with(what)).expect("pid line");
+        line[what.len()..].trim().parse().expect("pid")
+    };
+    let grandchild = pid_of(&mut out, "grandchild ");
+    let shell = pid_of(&mut out, "shell ");
+    wait_for_line(&mut out, Duration::from_secs(10), |l| l == "started").expect("started");
+    let killed = Instant::now();
+    child.kill().expect("SIGKILL lockwise");
+    let _ = child.wait();
+    assert!(
+        wait_for_line(&mut out, Duration::from_secs(2), |l| l == "got-term").is_some(),
+        "the command got SIGTERM first"
+    );
+    while (alive(shell) || alive(grandchild)) && killed.elapsed() < Duration::from_secs(5) {
+        std::thread::sleep(Duration::from_millis(10));
+    }
+    let gone = killed.elapsed();
+    assert!(
+        !alive(shell),
+        "the command ignored SIGTERM and outlived lockwise"
+    );
+    assert!(!alive(grandchild), "the grandchild outlived lockwise");
+    assert!(
+        gone < Duration::from_millis(1_500),
+        "the tree took {gone:?} to die: the lease (2 s) may have run out first"
+    );
+}
+
+/// A lease that is not renewed (here `--no-renew`, as when every renewal fails): the command
+/// gets SIGTERM a grace before the deadline and SIGKILL at it, so a waiter that gets the lock
+/// when the lease runs out never works at the same time as the command, even one that ignores
+/// SIGTERM.
+fn the_command_is_gone_before_the_lease_runs_out(b: Backend) {
+    let key = b.key();
+    let dir = tempfile::tempdir().expect("tempdir");
+    let first = dir.path().join("first");
+    let second = dir.path().join("second");
+    let script = format!(
+        "trap '' TERM; echo started; while true; do date +%s%N >> {}; sleep 0.005; done",
+        first.display()
+    );
+    let (mut holder, _out) = spawn_holder(&b, &key, &["--ttl", "1s", "--no-renew"], &script);
+    let waiter = lockwise(
+        &b.url(),
+        &key,
+        &["--wait", "10s"],
+        &["sh", "-c", &format!("date +%s%N > {}", second.display())],
+    )
+    .output()
+    .expect("run");
+    assert_eq!(code(&waiter), 0, "{waiter:?}");
+    assert_eq!(holder.wait().expect("wait").code(), Some(70));
+    let last_of_first: u128 = std::fs::read_to_string(&first)
+        .expect("first")
+        .lines()
+        .filter_map(|l| l.trim().parse().ok())
+        .max()
+        .expect("the first command ran");
+    let start_of_second: u128 = std::fs::read_to_string(&second)
+        .expect("second")
+        .trim()
+        .parse()
+        .expect("a time");
+    assert!(
+        last_of_first < start_of_second,
+        "the first command still worked {} µs after the second started",
+        (last_of_first - start_of_second) / 1_000
+    );
+}
+
 macro_rules! on_backends {
     ($($case:ident),*) => {
         mod file { use super::*; $(#[test] fn $case() { super::$case(Backend::file()) })* }
@@ -436,6 +520,8 @@ on_backends!(
     hangup_is_forwarded_not_fatal,
     the_lock_is_held_until_the_whole_group_exits,
     the_command_stops_when_lockwise_dies,
+    no_process_outlives_a_killed_lockwise,
+    the_command_is_gone_before_the_lease_runs_out,
     a_frozen_holder_loses_the_lock_after_its_ttl
 );
 
@@ -634,5 +720,9 @@ fn rediss_works_with_a_trusted_ca() {
         .output()
         .expect("run");
     assert_eq!(code(&out), 0, "{out:?}");
-    assert_eq!(String::from_utf8_lossy(&out.stdout), "1\n");
+    let token: u64 = String::from_utf8_lossy(&out.stdout)
+        .trim()
+        .parse()
+        .expect("the command printed its fencing token");
+    assert!(token > 0, "{out:?}");
 }
