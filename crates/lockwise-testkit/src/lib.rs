@@ -9,6 +9,7 @@
 pub mod conformance;
 pub mod flaky;
 pub mod harness;
+pub mod proxy;
 
 use std::io::{BufRead, BufReader, Read, Write};
 use std::net::{TcpListener, TcpStream};

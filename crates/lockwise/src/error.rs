@@ -128,6 +128,15 @@ impl Error {
         }
     }
 
+    /// A call that got no answer within `limit` (a partition, a hung server): transient.
+    pub(crate) fn no_answer(what: &str, limit: Duration) -> Self {
+        Error::Backend {
+            backend: "lock server",
+            message: format!("no answer to {what} within {limit:?}"),
+            source: None,
+        }
+    }
+
     pub(crate) fn config(reason: impl Into<String>) -> Self {
         Error::InvalidConfig {
             reason: reason.into(),

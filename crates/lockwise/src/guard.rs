@@ -8,7 +8,7 @@ use futures_util::StreamExt;
 use futures_util::stream::FuturesUnordered;
 use tokio::runtime::Handle;
 use tokio::sync::watch;
-use tokio::time::{Instant, sleep_until};
+use tokio::time::{Instant, sleep_until, timeout_at};
 use tokio_util::sync::{CancellationToken, WaitForCancellationFuture};
 
 use crate::backend::Backend;
@@ -49,10 +49,12 @@ struct Lease {
     owner: OwnerToken,
     fence: FencingToken,
     renew: Renew,
+    /// How long a release or an ownership check may take.
+    call_timeout: Duration,
     /// The current TTL and deadline; a change wakes the watchdog.
     times: watch::Sender<Times>,
-    /// Every extend (the watchdog's and the user's) runs alone, so the deadline always matches
-    /// the extend the backend applied last.
+    /// User extends run one at a time (renewals do not wait for them: the generation in
+    /// `times` keeps their answers apart).
     extending: tokio::sync::Mutex<()>,
     lost: CancellationToken,
 }
@@ -110,9 +112,10 @@ impl Lease {
         self.lost.is_cancelled()
     }
 
-    /// Counts an extend of `ttl` sent at `sent` that the backend agreed to: the deadline moves
-    /// to `sent + ttl − drift`, unless the TTL changed since (a newer generation) or, for a
-    /// renewal (`replace` false), an answer to a later renewal already moved it further.
+    /// Counts an extend sent at `sent` that the backend agreed to, trusting `ttl` from the send:
+    /// the deadline moves to `sent + ttl − drift`, unless the TTL changed since (a newer
+    /// generation) or, for a renewal (`replace` false), an answer to a later renewal already
+    /// moved it further.
     fn extended(
         &self,
         sent: (Instant, Option<u64>),
@@ -129,7 +132,8 @@ impl Lease {
             let newer =
                 times.generation == generation && (replace || next.deadline > times.deadline);
             if newer {
-                *times = next;
+                times.deadline = next.deadline;
+                times.deadline_boot = next.deadline_boot;
             }
             newer
         });
@@ -138,23 +142,33 @@ impl Lease {
         }
     }
 
-    /// A user extend: the TTL changes now (a new generation, which later renewals keep), and
-    /// the deadline becomes `sent + ttl − drift` if the backend agrees.
+    /// A user extend: the TTL changes now (a new generation, which later renewals keep).
+    ///
+    /// Until the backend answers, the server's lease may already be the new TTL from any
+    /// moment, so the deadline trusts the shorter of the old and the new TTL from the send. A
+    /// renewal sent earlier with the old TTL may still reach the server after this extend, so
+    /// even its success only trusts the shorter TTL; the next renewal trusts the new one.
     async fn extend(&self, ttl: Duration) -> Result<bool> {
         let _alone = self.extending.lock().await;
         if self.is_lost() {
             return Ok(false);
         }
-        let mut generation = 0;
+        let sent = (Instant::now(), boottime_nanos().ok());
+        let (mut generation, mut trusted) = (0, ttl);
         self.times.send_modify(|times| {
+            trusted = ttl.min(times.ttl);
             times.generation += 1;
             times.ttl = ttl;
             generation = times.generation;
+            let bound = Times::starting(sent.0, sent.1, trusted, generation);
+            if bound.deadline < times.deadline {
+                times.deadline = bound.deadline;
+                times.deadline_boot = bound.deadline_boot;
+            }
         });
-        let sent = (Instant::now(), boottime_nanos().ok());
         let extended = self.backend.extend(&self.key, self.owner, ttl).await?;
         if extended {
-            self.extended(sent, ttl, generation, true);
+            self.extended(sent, trusted, generation, true);
         } else {
             self.mark_lost("extend refused: the lease expired or belongs to someone else");
         }
@@ -170,6 +184,7 @@ impl Guard {
         sent: (Instant, Option<u64>),
         ttl: Duration,
         renew: Renew,
+        call_timeout: Duration,
     ) -> Guard {
         let lease = Arc::new(Lease {
             backend: on_drop.backend.clone(),
@@ -177,6 +192,7 @@ impl Guard {
             owner: on_drop.owner,
             fence,
             renew,
+            call_timeout,
             times: watch::Sender::new(Times::starting(sent.0, sent.1, ttl, 0)),
             extending: tokio::sync::Mutex::new(()),
             lost: CancellationToken::new(),
@@ -249,11 +265,13 @@ impl Guard {
         if self.is_lost() {
             return Ok(false);
         }
-        let held = self
-            .lease
-            .backend
-            .holds(&self.lease.key, self.lease.owner)
-            .await?;
+        let limit = self.lease.call_timeout;
+        let held = tokio::time::timeout(
+            limit,
+            self.lease.backend.holds(&self.lease.key, self.lease.owner),
+        )
+        .await
+        .map_err(|_| Error::no_answer("an ownership check", limit))??;
         if !held {
             self.lease.mark_lost("ownership check failed");
         }
@@ -267,9 +285,10 @@ impl Guard {
     ///
     /// # Cancel safety
     ///
-    /// Dropping the future after the request was sent may leave the server's lease extended
-    /// while the guard keeps its earlier local deadline, which only makes the guard give up
-    /// sooner than it must; renewal goes on as before. Nothing is ever re-created.
+    /// Dropping the future after the request was sent may leave the server's lease at either
+    /// TTL; the guard's deadline then counts the shorter one from the send, which only makes it
+    /// give up sooner than it must, and later renewals use the new TTL. Nothing is ever
+    /// re-created.
     pub async fn extend(&self, ttl: Duration) -> Result<()> {
         validate_ttl(ttl)?;
         if self.lease.extend(ttl).await? {
@@ -318,11 +337,15 @@ impl Guard {
     /// background as if the guard had been dropped; the TTL is the backstop.
     pub async fn release(mut self) -> Result<bool> {
         self.watchdog.abort();
-        let released = self
-            .lease
-            .backend
-            .release(&self.lease.key, self.lease.owner)
-            .await?;
+        let limit = self.lease.call_timeout;
+        let released = tokio::time::timeout(
+            limit,
+            self.lease
+                .backend
+                .release(&self.lease.key, self.lease.owner),
+        )
+        .await
+        .map_err(|_| Error::no_answer("a release", limit))??;
         self.on_drop.armed = false;
         tracing::debug!(key = %self.lease.key, fence = %self.lease.fence, released, "released");
         Ok(released)
@@ -347,7 +370,8 @@ struct Renewal {
     sent: (Instant, Option<u64>),
     ttl: Duration,
     generation: u64,
-    answer: Result<bool>,
+    /// `None`: no answer while it could still have moved the deadline.
+    answer: Option<Result<bool>>,
 }
 
 /// Renews the lease and fires the lost signal at the local deadline.
@@ -377,12 +401,12 @@ async fn watchdog(lease: Arc<Lease>) {
             Some(renewal) = in_flight.next(), if !in_flight.is_empty() => {
                 let renewal: Renewal = renewal;
                 match renewal.answer {
-                    Ok(true) => lease.extended(renewal.sent, renewal.ttl, renewal.generation, false),
-                    Ok(false) => {
+                    Some(Ok(true)) => lease.extended(renewal.sent, renewal.ttl, renewal.generation, false),
+                    Some(Ok(false)) => {
                         lease.mark_lost("renewal refused: the lease expired or belongs to someone else");
                         return;
                     }
-                    Err(error) => {
+                    Some(Err(error)) => {
                         tracing::warn!(key = %lease.key, %error, "renewal failed; retrying until the deadline");
                         if in_flight.is_empty() && let Some(every) = every {
                             // Not a busy loop, but sooner than the schedule.
@@ -390,6 +414,7 @@ async fn watchdog(lease: Arc<Lease>) {
                             next_renewal = Some(next_renewal.map_or(soon, |at| at.min(soon)));
                         }
                     }
+                    None => {}
                 }
             }
             changed = changes.changed() => {
@@ -417,13 +442,18 @@ async fn watchdog(lease: Arc<Lease>) {
         let sent = (Instant::now(), boottime_nanos().ok());
         next_renewal = Some(sent.0 + every);
         let renewing = lease.clone();
-        // No timeout of its own: it may answer until the deadline, which earlier renewals'
-        // answers may still move; at the deadline the watchdog gives up and drops it.
+        // In flight until its answer could no longer move the deadline (`sent + ttl − drift`),
+        // even if an earlier renewal's answer moves the deadline meanwhile.
+        let useless_at = Times::starting(sent.0, sent.1, times.ttl, times.generation).deadline;
         in_flight.push(async move {
-            let answer = renewing
-                .backend
-                .extend(&renewing.key, renewing.owner, times.ttl)
-                .await;
+            let answer = timeout_at(
+                useless_at,
+                renewing
+                    .backend
+                    .extend(&renewing.key, renewing.owner, times.ttl),
+            )
+            .await
+            .ok();
             Renewal {
                 sent,
                 ttl: times.ttl,

@@ -12,6 +12,9 @@ use crate::error::{Error, Result};
 use crate::guard::{Guard, ReleaseOnDrop};
 use crate::lease::{OwnerToken, drift, validate_key, validate_ttl};
 use crate::options::LockOptions;
+
+/// Even at its `wait` deadline, an acquire makes one attempt of at least this long.
+const MIN_ATTEMPT: std::time::Duration = std::time::Duration::from_millis(50);
 use crate::url::BackendUrl;
 
 /// Takes locks on one backend. Cheap to clone; clones share the backend's connection.
@@ -93,7 +96,7 @@ impl Locker {
     pub async fn try_acquire(&self, key: &str, opts: &LockOptions) -> Result<Option<Guard>> {
         validate_key(key)?;
         validate_ttl(opts.ttl)?;
-        Ok(self.attempt(key, opts).await?.ok())
+        Ok(self.attempt(key, opts, None).await?.ok())
     }
 
     /// Waits for the lock: until it is granted, [`LockOptions::wait`] runs out
@@ -119,12 +122,18 @@ impl Locker {
         // An uncontended lock is granted at once, without listening for releases (which may
         // cost a connection). Otherwise: subscribe, then try again before waiting, so that a
         // release between the first attempt and the subscription is not missed.
-        if let Ok(Ok(guard)) = self.attempt(key, opts).await {
+        if let Ok(Ok(guard)) = self.attempt(key, opts, give_up).await {
             return Ok(guard);
         }
-        let mut released = self.backend.watch(key).await?;
+        let watch_limit = give_up.map_or(opts.call_timeout, |at| {
+            opts.call_timeout
+                .min(at.saturating_duration_since(Instant::now()))
+        });
+        let mut released = tokio::time::timeout(watch_limit, self.backend.watch(key))
+            .await
+            .map_err(|_| Error::no_answer("a watch for releases", watch_limit))??;
         loop {
-            let (expires_in, failure) = match self.attempt(key, opts).await {
+            let (expires_in, failure) = match self.attempt(key, opts, give_up).await {
                 Ok(Ok(guard)) => return Ok(guard),
                 Ok(Err(expires_in)) => (expires_in, None),
                 // A backend that is down for a moment (a restart, a failover) is waited out
@@ -163,11 +172,14 @@ impl Locker {
         }
     }
 
-    /// One attempt. `Err(expires_in)` when someone else holds the lock.
+    /// One attempt, answered within the call timeout and before `give_up` (an error otherwise).
+    /// `Err(expires_in)` when someone else holds the lock, or when the grant came back too late
+    /// to be used (it is released).
     async fn attempt(
         &self,
         key: &str,
         opts: &LockOptions,
+        give_up: Option<Instant>,
     ) -> Result<Result<Guard, Option<std::time::Duration>>> {
         let handle = Handle::try_current()
             .map_err(|_| Error::config("lockwise must run inside a Tokio runtime"))?;
@@ -183,7 +195,15 @@ impl Locker {
         };
         let sent = Instant::now();
         let sent_boot = crate::lease::boottime_nanos().ok();
-        match self.backend.try_acquire(key, owner, opts.ttl).await? {
+        let mut limit = opts.call_timeout;
+        if let Some(at) = give_up {
+            limit = limit.min(at.saturating_duration_since(sent).max(MIN_ATTEMPT));
+        }
+        // On a timeout `pending` stays armed: a grant that arrives later is released.
+        let answer = tokio::time::timeout(limit, self.backend.try_acquire(key, owner, opts.ttl))
+            .await
+            .map_err(|_| Error::no_answer("an acquire attempt", limit))??;
+        match answer {
             Attempt::Granted(fence) => {
                 if Instant::now() >= sent + opts.ttl - drift(opts.ttl) {
                     // The answer came back after the lease may already have run out: never act
@@ -206,6 +226,7 @@ impl Locker {
                     (sent, sent_boot),
                     opts.ttl,
                     opts.renew,
+                    opts.call_timeout,
                 )))
             }
             Attempt::Held { expires_in } => {

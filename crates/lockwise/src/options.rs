@@ -2,6 +2,9 @@
 
 use std::time::Duration;
 
+/// The default of [`LockOptions::call_timeout`].
+pub(crate) const DEFAULT_CALL_TIMEOUT: Duration = Duration::from_secs(5);
+
 /// Options for one acquire.
 ///
 /// ```
@@ -20,6 +23,7 @@ pub struct LockOptions {
     pub(crate) wait: Option<Duration>,
     pub(crate) retry: Retry,
     pub(crate) renew: Renew,
+    pub(crate) call_timeout: Duration,
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -44,7 +48,21 @@ impl LockOptions {
             wait: None,
             retry: Retry::default(),
             renew: Renew::Default,
+            call_timeout: DEFAULT_CALL_TIMEOUT,
         }
+    }
+
+    /// The longest one round trip to the lock server may take: an acquire attempt, a release,
+    /// an ownership check (default 5 s). A call with no answer by then fails with a transient
+    /// [`Error::Backend`](crate::Error::Backend) (an attempt of [`Locker::acquire`] also ends
+    /// at the `wait` deadline), so no call hangs for as long as a partition lasts. A grant that
+    /// did not come back within the lease's own deadline is released, never used. Renewals
+    /// are bounded by the lease's deadline instead.
+    ///
+    /// [`Locker::acquire`]: crate::Locker::acquire
+    pub fn call_timeout(mut self, limit: Duration) -> Self {
+        self.call_timeout = limit.max(Duration::from_millis(1));
+        self
     }
 
     /// The longest [`Locker::acquire`](crate::Locker::acquire) waits before it returns

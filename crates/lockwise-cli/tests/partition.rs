@@ -1,0 +1,188 @@
+//! RELIABILITY R17: `lockwise run` answers within its documented bounds while its link to the
+//! lock server is cut (a partition through the testkit's TCP proxy, which holds every byte):
+//! `--wait` is a deadline, and a release gives up after the call timeout (5 s).
+
+#![allow(clippy::unwrap_used, clippy::expect_used)]
+
+use std::io::BufReader;
+use std::process::{Command, Stdio};
+use std::time::{Duration, Instant};
+
+use lockwise_testkit::proxy::TcpProxy;
+use lockwise_testkit::{MysqlDatabase, PgDatabase, RedisNamespace, wait_for_line};
+
+const BIN: &str = env!("CARGO_BIN_EXE_lockwise");
+
+/// A lock server for one test: its URL, the same URL through a proxy, and a unique key.
+struct Server {
+    url: String,
+    port: u16,
+    key: String,
+    _keep: Box<dyn std::any::Any>,
+}
+
+impl Server {
+    fn redis() -> Self {
+        let ns = RedisNamespace::new("partition");
+        Server {
+            url: ns.url().to_owned(),
+            port: 6379,
+            key: format!("{}-job", ns.prefix()),
+            _keep: Box::new(ns),
+        }
+    }
+
+    fn postgres() -> Self {
+        let db = PgDatabase::postgres("partition");
+        Server {
+            url: db.url(),
+            port: 5432,
+            key: format!("{}-job", db.name()),
+            _keep: Box::new(db),
+        }
+    }
+
+    fn mysql() -> Self {
+        let db = MysqlDatabase::mysql("partition");
+        Server {
+            url: db.url(),
+            port: 3306,
+            key: format!("{}-job", db.name()),
+            _keep: Box::new(db),
+        }
+    }
+
+    /// The URL through `proxy`.
+    fn through(&self, proxy: &TcpProxy) -> String {
+        let direct = format!(":{}/", self.port);
+        assert!(self.url.contains(&direct), "{}", self.url);
+        self.url.replace(&direct, &format!(":{}/", proxy.port()))
+    }
+}
+
+fn run(url: &str, key: &str, extra: &[&str], cmd: &[&str]) -> Command {
+    let mut c = Command::new(BIN);
+    c.args(["run", "--url", url, "--key", key])
+        .args(extra)
+        .arg("--")
+        .args(cmd)
+        .env_remove("LOCKWISE_URL");
+    c
+}
+
+/// A waiter with `--wait 3s` whose link is cut while it waits ends by its deadline.
+fn a_waiter_ends_at_its_wait_deadline(server: Server) {
+    let mut holder = run(
+        &server.url,
+        &server.key,
+        &[],
+        &["sh", "-c", "echo started; sleep 30"],
+    )
+    .stdout(Stdio::piped())
+    .spawn()
+    .expect("holder");
+    let mut out = BufReader::new(holder.stdout.take().expect("stdout"));
+    wait_for_line(&mut out, Duration::from_secs(10), |l| l == "started").expect("holder started");
+
+    let proxy = TcpProxy::start(server.port);
+    let start = Instant::now();
+    let mut waiter = run(
+        &server.through(&proxy),
+        &server.key,
+        &["--wait", "3s"],
+        &["true"],
+    )
+    .stderr(Stdio::piped())
+    .spawn()
+    .expect("waiter");
+    std::thread::sleep(Duration::from_millis(1_000)); // connected, and waiting
+    proxy.cut();
+    let status = loop {
+        if let Some(status) = waiter.try_wait().expect("wait") {
+            break Some(status);
+        }
+        if start.elapsed() > Duration::from_secs(20) {
+            break None;
+        }
+        std::thread::sleep(Duration::from_millis(20));
+    };
+    let took = start.elapsed();
+    let held = proxy.held();
+    proxy.heal();
+    let _ = holder.kill();
+    let _ = holder.wait();
+    let Some(status) = status else {
+        let _ = waiter.kill();
+        panic!("the waiter with --wait 3s was still waiting 20 s later");
+    };
+    assert!(
+        held > 0,
+        "the cut held no traffic: the fault did not happen"
+    );
+    assert!(
+        matches!(status.code(), Some(69 | 75)),
+        "{status:?}: not obtained (75) or backend failure (69)"
+    );
+    assert!(
+        took < Duration::from_millis(4_500),
+        "the waiter ended {took:?} after it started with --wait 3s"
+    );
+}
+
+/// A holder whose link is cut as its command ends: the release gives up after 5 s and
+/// `lockwise run` exits with the command's code (the lease's TTL removes the lock).
+fn a_release_ends_within_the_call_timeout(server: Server) {
+    let proxy = TcpProxy::start(server.port);
+    let mut holder = run(
+        &server.through(&proxy),
+        &server.key,
+        &["--ttl", "60s"],
+        &["sh", "-c", "echo started; sleep 1; exit 3"],
+    )
+    .stdout(Stdio::piped())
+    .stderr(Stdio::piped())
+    .spawn()
+    .expect("holder");
+    let mut out = BufReader::new(holder.stdout.take().expect("stdout"));
+    wait_for_line(&mut out, Duration::from_secs(10), |l| l == "started").expect("started");
+    let cut = Instant::now();
+    proxy.cut();
+    let status = loop {
+        if let Some(status) = holder.try_wait().expect("wait") {
+            break Some(status);
+        }
+        if cut.elapsed() > Duration::from_secs(30) {
+            break None;
+        }
+        std::thread::sleep(Duration::from_millis(20));
+    };
+    let took = cut.elapsed();
+    let held = proxy.held();
+    proxy.heal();
+    let Some(status) = status else {
+        let _ = holder.kill();
+        panic!("lockwise run was still releasing 30 s into the partition");
+    };
+    assert!(
+        held > 0,
+        "the cut held no traffic: the fault did not happen"
+    );
+    assert_eq!(status.code(), Some(3), "the command's own exit code");
+    assert!(
+        took < Duration::from_millis(7_500),
+        "lockwise run ended {took:?} after the cut (1 s of command, 5 s of release)"
+    );
+}
+
+macro_rules! on_servers {
+    ($($case:ident),*) => {
+        mod redis { $(#[test] fn $case() { super::$case(super::Server::redis()) })* }
+        mod postgres { $(#[test] fn $case() { super::$case(super::Server::postgres()) })* }
+        mod mysql { $(#[test] fn $case() { super::$case(super::Server::mysql()) })* }
+    };
+}
+
+on_servers!(
+    a_waiter_ends_at_its_wait_deadline,
+    a_release_ends_within_the_call_timeout
+);
