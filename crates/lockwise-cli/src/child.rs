@@ -4,10 +4,12 @@ use std::ffi::OsString;
 use std::io;
 use std::time::Duration;
 
+use nix::errno::Errno;
 use nix::sys::signal::{Signal, killpg};
+use nix::unistd::Pid;
 use tokio::process::Command;
 use tokio::signal::unix::{SignalKind, signal};
-use tokio::time::{Instant, sleep_until};
+use tokio::time::{Instant, sleep, sleep_until};
 
 use crate::exit;
 
@@ -53,16 +55,23 @@ pub(crate) struct SuperviseArgs {
 
 pub(crate) async fn supervise(args: SuperviseArgs) -> u8 {
     let parent = nix::unistd::getppid();
-    // Handlers, not SIG_IGN: ignored signals would stay ignored in the command after exec.
-    let handlers = (
-        signal(SignalKind::terminate()),
-        signal(SignalKind::interrupt()),
-        signal(SignalKind::hangup()),
-        signal(SignalKind::quit()),
-    );
-    let (Ok(mut term), Ok(mut int), Ok(mut hup), Ok(mut quit)) = handlers else {
+    let Ok(mut term) = signal(SignalKind::terminate()) else {
         return exit::BACKEND;
     };
+    // With --forwarded, signals meant for the command are caught here and dropped. Handlers,
+    // not SIG_IGN: ignored signals would stay ignored in the command after exec.
+    let mut others = None;
+    if args.forwarded {
+        let handlers = (
+            signal(SignalKind::interrupt()),
+            signal(SignalKind::hangup()),
+            signal(SignalKind::quit()),
+        );
+        let (Ok(int), Ok(hup), Ok(quit)) = handlers else {
+            return exit::BACKEND;
+        };
+        others = Some([int, hup, quit]);
+    }
     let Some((program, rest)) = args.command.split_first() else {
         return exit::USAGE;
     };
@@ -77,20 +86,29 @@ pub(crate) async fn supervise(args: SuperviseArgs) -> u8 {
         }
     };
     let group = nix::unistd::getpgrp();
+    let me = nix::unistd::getpid();
     // Set once the parent is gone: the group is being stopped and dies by this instant.
     let mut kill_at: Option<Instant> = None;
+    let mut status: Option<u8> = None;
     loop {
-        tokio::select! {
-            status = child.wait() => {
+        if let Some(code) = status {
+            // `lockwise run` holds the lock until the whole group is gone, so this process
+            // stays to end what the command left behind should lockwise die meanwhile.
+            if !args.forwarded || kill_at.is_some() || !group_alive(group, Some(me)) {
                 if kill_at.is_some() {
-                    // What the command left in the group must not run on without the lease.
                     let _ = killpg(group, Signal::SIGKILL);
                 }
-                return match status {
+                return code;
+            }
+        }
+        tokio::select! {
+            exited = child.wait(), if status.is_none() => {
+                status = Some(match exited {
                     Ok(status) => crate::run::exit_code(status),
                     Err(_) => exit::BACKEND,
-                };
+                });
             }
+            _ = sleep(Duration::from_millis(50)), if status.is_some() => {}
             _ = sleep_until(kill_at.unwrap_or_else(Instant::now)), if kill_at.is_some() => {
                 let _ = killpg(group, Signal::SIGKILL);
                 return 128 + Signal::SIGKILL as u8;
@@ -105,9 +123,58 @@ pub(crate) async fn supervise(args: SuperviseArgs) -> u8 {
                     let _ = killpg(group, Signal::SIGTERM); // reaches this process too: ignored
                 }
             }
-            _ = int.recv() => {}
-            _ = hup.recv() => {}
-            _ = quit.recv() => {}
+            _ = any_of(&mut others) => {}
         }
+    }
+}
+
+/// Whether any process of `group` (but `except`) still runs. Reaps the group's zombies that
+/// became ours (as PID 1, or as the parent of orphans), and does not count zombies of others.
+pub(crate) fn group_alive(group: Pid, except: Option<Pid>) -> bool {
+    use nix::sys::wait::{WaitPidFlag, WaitStatus, waitpid};
+    let any_in_group = Pid::from_raw(-group.as_raw());
+    while let Ok(status) = waitpid(any_in_group, Some(WaitPidFlag::WNOHANG)) {
+        if status == WaitStatus::StillAlive {
+            break;
+        }
+    }
+    if killpg(group, None) == Err(Errno::ESRCH) {
+        return false;
+    }
+    let except = except.map(Pid::as_raw);
+    let Ok(entries) = std::fs::read_dir("/proc") else {
+        return true;
+    };
+    entries.flatten().any(|entry| {
+        let pid = entry
+            .file_name()
+            .to_str()
+            .and_then(|p| p.parse::<i32>().ok());
+        if pid.is_none() || pid == except {
+            return false;
+        }
+        let Ok(stat) = std::fs::read_to_string(entry.path().join("stat")) else {
+            return false;
+        };
+        // pid (comm) state ppid pgrp …; comm may contain spaces and parentheses.
+        let Some((_, fields)) = stat.rsplit_once(')') else {
+            return false;
+        };
+        let mut fields = fields.split_whitespace();
+        let state = fields.next();
+        let pgrp = fields.nth(1).and_then(|p| p.parse::<i32>().ok());
+        pgrp == Some(group.as_raw()) && state != Some("Z") && state != Some("X")
+    })
+}
+
+/// Resolves when any of `signals` arrives (never, for none).
+async fn any_of(signals: &mut Option<[tokio::signal::unix::Signal; 3]>) {
+    match signals {
+        Some([a, b, c]) => tokio::select! {
+            _ = a.recv() => {}
+            _ = b.recv() => {}
+            _ = c.recv() => {}
+        },
+        None => std::future::pending().await,
     }
 }

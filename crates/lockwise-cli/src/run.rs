@@ -11,7 +11,6 @@ use lockwise::backend::file::FileBackend;
 use lockwise::lease::{validate_key, validate_ttl};
 use lockwise::url::BackendUrl;
 use lockwise::{Error, Guard, LockOptions, Locker};
-use nix::errno::Errno;
 use nix::sys::signal::{Signal, killpg};
 use nix::unistd::Pid;
 use tokio::process::{Child, Command};
@@ -156,6 +155,12 @@ async fn run_checked(args: RunArgs) -> Result<u8, Failure> {
             code: exit::LOST,
             message: format!("lock {key:?} was lost; the command was stopped"),
         }),
+        Outcome::Stalled => Err(Failure {
+            code: exit::LOST,
+            message: format!(
+                "the lease of lock {key:?} could not be renewed in time; the command was stopped"
+            ),
+        }),
         Outcome::WaitFailed(e) => Err(Failure {
             code: exit::BACKEND,
             message: format!("lost track of the command: {e}"),
@@ -200,6 +205,8 @@ fn spawn(command: &[OsString], key: &str, guard: &Guard, grace: Duration) -> io:
 enum Outcome {
     Exited(ExitStatus),
     Lost,
+    /// Stopped because renewals did not confirm the lease before its deadline drew near.
+    Stalled,
     WaitFailed(io::Error),
 }
 
@@ -253,9 +260,10 @@ async fn supervise(
     };
     let mut status: Option<io::Result<ExitStatus>> = None;
     let mut stopped_at: Option<Instant> = None;
+    let mut stalled = false;
     let mut killed = false;
     loop {
-        if status.is_some() && !group.is_some_and(group_alive) {
+        if status.is_some() && !group.is_some_and(|g| crate::child::group_alive(g, None)) {
             break;
         }
         let term_at = guard
@@ -278,6 +286,7 @@ async fn supervise(
                         guard.key()
                     );
                     stopped_at = Some(Instant::now());
+                    stalled = true;
                     signal_group(Signal::SIGTERM);
                 }
             }
@@ -291,6 +300,9 @@ async fn supervise(
             _ = sleep(Duration::from_millis(50)), if status.is_some() => {}
         }
     }
+    if stalled {
+        return Outcome::Stalled;
+    }
     if stopped_at.is_some() || guard.is_lost() {
         return Outcome::Lost;
     }
@@ -299,37 +311,6 @@ async fn supervise(
         Some(Err(e)) => Outcome::WaitFailed(e),
         None => Outcome::WaitFailed(io::Error::other("the command was not waited for")),
     }
-}
-
-/// Whether any process of `group` still runs. Reaps the group's zombies that became ours
-/// (as PID 1, or as the parent of orphans), and does not count zombies of others.
-fn group_alive(group: Pid) -> bool {
-    use nix::sys::wait::{WaitPidFlag, WaitStatus, waitpid};
-    let any_in_group = Pid::from_raw(-group.as_raw());
-    while let Ok(status) = waitpid(any_in_group, Some(WaitPidFlag::WNOHANG)) {
-        if status == WaitStatus::StillAlive {
-            break;
-        }
-    }
-    if killpg(group, None) == Err(Errno::ESRCH) {
-        return false;
-    }
-    let Ok(entries) = std::fs::read_dir("/proc") else {
-        return true;
-    };
-    entries.flatten().any(|entry| {
-        let Ok(stat) = std::fs::read_to_string(entry.path().join("stat")) else {
-            return false;
-        };
-        // pid (comm) state ppid pgrp …; comm may contain spaces and parentheses.
-        let Some((_, fields)) = stat.rsplit_once(')') else {
-            return false;
-        };
-        let mut fields = fields.split_whitespace();
-        let state = fields.next();
-        let pgrp = fields.nth(1).and_then(|p| p.parse::<i32>().ok());
-        pgrp == Some(group.as_raw()) && state != Some("Z") && state != Some("X")
-    })
 }
 
 async fn release(guard: Guard) {
