@@ -211,7 +211,7 @@ impl Harness for MysqlHarness {
             .await
             .unwrap_or_else(|e| panic!("IS_USED_LOCK: {e}"));
         let Some(holder) = holder else {
-            panic!("the lock is held");
+            panic!("the lock {name} is not held by anyone");
         };
         sqlx::query(sqlx::AssertSqlSafe(format!("KILL {holder}")))
             .execute(&mut conn)

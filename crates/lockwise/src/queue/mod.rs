@@ -229,8 +229,8 @@ impl<'c> From<&'c mut sqlx::pool::PoolConnection<sqlx::MySql>> for Executor<'c> 
 /// with a name prefix (default `lockwise`). Cheap to clone: clones share the pool and the
 /// store.
 ///
-/// Every method that talks to the server applies the missing migrations first (once per
-/// process and store).
+/// Enqueueing, claiming and inspecting apply the missing migrations first (once per process
+/// and store); `heartbeat` and `hand_back` only run for jobs already claimed.
 #[derive(Clone)]
 pub struct Queue {
     driver: Arc<dyn Driver>,
