@@ -460,6 +460,41 @@ fn no_process_outlives_a_killed_lockwise(b: Backend) {
     );
 }
 
+/// The command exits at once but leaves a process in its group: lockwise keeps the lock for
+/// it, and a SIGKILL of lockwise then still ends it within the grace.
+fn leftovers_die_with_a_killed_lockwise(b: Backend) {
+    let key = b.key();
+    let script = "sleep 600 & echo \"grandchild $!\"; echo started; exit 0";
+    let mut child = lockwise(&b.url(), &key, &["--ttl", "2s"], &["sh", "-c", script])
+        .stdout(Stdio::piped())
+        .spawn()
+        .expect("spawn");
+    let mut out = BufReader::new(child.stdout.take().expect("stdout"));
+    let line = wait_for_line(&mut out, Duration::from_secs(10), |l| {
+        l.starts_with("grandchild ")
+    })
+    .expect("pid line");
+    let grandchild: i32 = line["grandchild ".len()..].trim().parse().expect("pid");
+    wait_for_line(&mut out, Duration::from_secs(10), |l| l == "started").expect("started");
+    std::thread::sleep(Duration::from_millis(300)); // the shell is gone, the sleep is not
+    assert!(alive(grandchild));
+    let killed = Instant::now();
+    child.kill().expect("SIGKILL lockwise");
+    let _ = child.wait();
+    while alive(grandchild) && killed.elapsed() < Duration::from_secs(5) {
+        std::thread::sleep(Duration::from_millis(10));
+    }
+    assert!(
+        !alive(grandchild),
+        "the leftover of the command outlived a killed lockwise"
+    );
+    assert!(
+        killed.elapsed() < Duration::from_millis(1_500),
+        "{:?}",
+        killed.elapsed()
+    );
+}
+
 /// A lease that is not renewed (here `--no-renew`, as when every renewal fails): the command
 /// gets SIGTERM a grace before the deadline and SIGKILL at it, so a waiter that gets the lock
 /// when the lease runs out never works at the same time as the command, even one that ignores
@@ -521,6 +556,7 @@ on_backends!(
     the_lock_is_held_until_the_whole_group_exits,
     the_command_stops_when_lockwise_dies,
     no_process_outlives_a_killed_lockwise,
+    leftovers_die_with_a_killed_lockwise,
     the_command_is_gone_before_the_lease_runs_out,
     a_frozen_holder_loses_the_lock_after_its_ttl
 );
