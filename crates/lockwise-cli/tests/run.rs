@@ -530,6 +530,10 @@ fn the_command_is_gone_before_the_lease_runs_out(b: Backend) {
         .trim()
         .parse()
         .expect("a time");
+    eprintln!(
+        "the first command's last write came {} µs before the second started",
+        start_of_second.saturating_sub(last_of_first) / 1_000
+    );
     assert!(
         last_of_first < start_of_second,
         "the first command still worked {} µs after the second started",

@@ -23,10 +23,8 @@ pub(crate) trait Driver: std::fmt::Debug + Send + Sync + 'static {
     /// Applies the missing migrations, once per process and store.
     async fn migrate(&self) -> Result<()>;
 
-    /// Inserts one job (or finds the job with the same idempotency key).
-    async fn enqueue(&self, queue: &str, job: &Job) -> Result<JobId>;
-
-    /// Inserts jobs in one transaction.
+    /// Inserts jobs (or finds the jobs with the same idempotency keys): one job on a pooled
+    /// connection, several in one transaction ([`insert_all`]).
     async fn enqueue_many(&self, queue: &str, jobs: &[Job]) -> Result<Vec<JobId>>;
 
     /// Inserts one job through the caller's connection; a connection of another database is
@@ -107,4 +105,43 @@ pub(crate) trait Driver: std::fmt::Debug + Send + Sync + 'static {
     fn mysql_pool(&self) -> Option<&sqlx::MySqlPool> {
         None
     }
+}
+
+/// The one step of enqueueing that differs between databases: the INSERT of one job (or the
+/// lookup of the job with the same idempotency key), on a connection of its database.
+#[async_trait]
+pub(super) trait Insert: Sync {
+    /// The database.
+    type Db: sqlx::Database;
+
+    /// The store's pool.
+    fn pool(&self) -> &sqlx::Pool<Self::Db>;
+
+    /// Inserts `job` into `queue` through `conn`.
+    async fn insert(
+        &self,
+        conn: &mut <Self::Db as sqlx::Database>::Connection,
+        queue: &str,
+        job: &Job,
+    ) -> Result<JobId>;
+}
+
+/// Enqueues `jobs` with `store`: one job on a pooled connection (one round trip), several in
+/// one transaction (all or none, and on PostgreSQL one NOTIFY).
+pub(super) async fn insert_all<S: Insert>(
+    store: &S,
+    queue: &str,
+    jobs: &[Job],
+) -> Result<Vec<JobId>> {
+    if let [job] = jobs {
+        let mut conn = store.pool().acquire().await?;
+        return Ok(vec![store.insert(&mut conn, queue, job).await?]);
+    }
+    let mut tx = store.pool().begin().await?;
+    let mut ids = Vec::with_capacity(jobs.len());
+    for job in jobs {
+        ids.push(store.insert(&mut tx, queue, job).await?);
+    }
+    tx.commit().await?;
+    Ok(ids)
 }

@@ -183,6 +183,34 @@ pub enum Executor<'c> {
     Mysql(&'c mut sqlx::MySqlConnection),
 }
 
+impl<'c> Executor<'c> {
+    /// The PostgreSQL connection, or a typed error for another database's.
+    #[cfg(feature = "postgres")]
+    pub(crate) fn postgres(self) -> Result<&'c mut sqlx::PgConnection> {
+        // With the mysql feature off this enum has only the PostgreSQL variant.
+        #[allow(irrefutable_let_patterns)]
+        let Executor::Postgres(conn) = self else {
+            return Err(Error::config(
+                "enqueue_in on a PostgreSQL queue needs a PostgreSQL connection",
+            ));
+        };
+        Ok(conn)
+    }
+
+    /// The MariaDB/MySQL connection, or a typed error for another database's.
+    #[cfg(feature = "mysql")]
+    pub(crate) fn mysql(self) -> Result<&'c mut sqlx::MySqlConnection> {
+        // With the postgres feature off this enum has only the MySQL variant.
+        #[allow(irrefutable_let_patterns)]
+        let Executor::Mysql(conn) = self else {
+            return Err(Error::config(
+                "enqueue_in on a MySQL queue needs a MySQL connection",
+            ));
+        };
+        Ok(conn)
+    }
+}
+
 #[cfg(feature = "postgres")]
 impl<'c> From<&'c mut sqlx::PgConnection> for Executor<'c> {
     fn from(conn: &'c mut sqlx::PgConnection) -> Self {
@@ -338,7 +366,13 @@ impl Queue {
     /// without its id being known. Give jobs an idempotency [`key`](Job::key): enqueueing
     /// again then returns the same job instead of a second one.
     pub async fn enqueue(&self, job: Job) -> Result<JobId> {
-        self.driver.enqueue(&self.name, &job).await
+        let ids = self
+            .driver
+            .enqueue_many(&self.name, std::slice::from_ref(&job))
+            .await?;
+        ids.into_iter().next().ok_or_else(|| {
+            Error::config("the store returned no id for an enqueued job (a driver bug)")
+        })
     }
 
     /// Enqueues many jobs in one transaction (on PostgreSQL, one NOTIFY for all of them).

@@ -11,7 +11,7 @@ use sqlx::mysql::{MySqlConnection, MySqlPool};
 use sqlx::{AssertSqlSafe, Connection, Row};
 use tokio::sync::OnceCell;
 
-use super::driver::Driver;
+use super::driver::{Driver, Insert, insert_all};
 use super::{Claimed, DeadJob, Executor, Job, JobId, Stats};
 use crate::error::{Error, Result};
 
@@ -123,21 +123,6 @@ impl MysqlDriver {
         )
     }
 
-    async fn insert(&self, conn: &mut MySqlConnection, queue: &str, job: &Job) -> Result<JobId> {
-        let done = sqlx::query(self.sql(ENQUEUE))
-            .bind(queue)
-            .bind(job.payload.to_string())
-            .bind(job.priority)
-            .bind(micros(job.delay))
-            .bind(job.max_attempts)
-            .bind(job.key.as_deref())
-            .execute(conn)
-            .await?;
-        i64::try_from(done.last_insert_id())
-            .map(JobId)
-            .map_err(|_| Error::backend_msg("mysql", "job id out of range"))
-    }
-
     /// The compare-and-set completion shared by `claim` and `complete`.
     async fn mark_done<'e, E>(&self, executor: E, finished: &[(JobId, i32)]) -> Result<u64>
     where
@@ -166,6 +151,30 @@ impl MysqlDriver {
 }
 
 #[async_trait]
+impl Insert for MysqlDriver {
+    type Db = sqlx::MySql;
+
+    fn pool(&self) -> &MySqlPool {
+        &self.pool
+    }
+
+    async fn insert(&self, conn: &mut MySqlConnection, queue: &str, job: &Job) -> Result<JobId> {
+        let done = sqlx::query(self.sql(ENQUEUE))
+            .bind(queue)
+            .bind(job.payload.to_string())
+            .bind(job.priority)
+            .bind(micros(job.delay))
+            .bind(job.max_attempts)
+            .bind(job.key.as_deref())
+            .execute(conn)
+            .await?;
+        i64::try_from(done.last_insert_id())
+            .map(JobId)
+            .map_err(|_| Error::backend_msg("mysql", "job id out of range"))
+    }
+}
+
+#[async_trait]
 impl Driver for MysqlDriver {
     async fn migrate(&self) -> Result<()> {
         self.migrated
@@ -190,31 +199,13 @@ impl Driver for MysqlDriver {
             .map(|_| ())
     }
 
-    async fn enqueue(&self, queue: &str, job: &Job) -> Result<JobId> {
-        self.migrate().await?;
-        let mut conn = self.pool.acquire().await?;
-        self.insert(&mut conn, queue, job).await
-    }
-
     async fn enqueue_many(&self, queue: &str, jobs: &[Job]) -> Result<Vec<JobId>> {
         self.migrate().await?;
-        let mut tx = self.pool.begin().await?;
-        let mut ids = Vec::with_capacity(jobs.len());
-        for job in jobs {
-            ids.push(self.insert(&mut tx, queue, job).await?);
-        }
-        tx.commit().await?;
-        Ok(ids)
+        insert_all(self, queue, jobs).await
     }
 
     async fn enqueue_in(&self, conn: Executor<'_>, queue: &str, job: &Job) -> Result<JobId> {
-        // With the postgres feature off this enum has only the MySQL variant.
-        #[allow(irrefutable_let_patterns)]
-        let Executor::Mysql(conn) = conn else {
-            return Err(Error::config(
-                "enqueue_in on a MySQL queue needs a MySQL connection",
-            ));
-        };
+        let conn = conn.mysql()?;
         self.migrate().await?;
         self.insert(conn, queue, job).await
     }

@@ -13,7 +13,7 @@ use tokio::sync::{Notify, OnceCell};
 use tokio::time::sleep;
 use tokio_util::sync::CancellationToken;
 
-use super::driver::Driver;
+use super::driver::{Driver, Insert, insert_all};
 use super::{Claimed, DeadJob, Executor, Job, JobId, Stats};
 use crate::db::postgres::{ADVISORY_CLASS, Schema};
 use crate::error::{Error, Result};
@@ -151,29 +151,6 @@ impl PgDriver {
         tx.commit().await.map_err(Error::from)
     }
 
-    async fn insert(&self, conn: &mut PgConnection, queue: &str, job: &Job) -> Result<JobId> {
-        for _ in 0..3 {
-            let id: Option<i64> = sqlx::query_scalar(q(&self.sql.enqueue))
-                .bind(queue)
-                .bind(&job.payload)
-                .bind(job.priority)
-                .bind(secs(job.delay))
-                .bind(job.max_attempts)
-                .bind(job.key.as_deref())
-                .fetch_optional(&mut *conn)
-                .await?;
-            if let Some(id) = id {
-                return Ok(JobId(id));
-            }
-            // A concurrent enqueue with the same key committed after this statement's
-            // snapshot: look again.
-        }
-        Err(Error::backend_msg(
-            "postgres",
-            "enqueue found neither a new nor an existing job",
-        ))
-    }
-
     /// Vacuums the jobs table if it has more than `dead_tuples` dead row versions and no
     /// other process is vacuuming it through lockwise. Every claim and completion leaves a
     /// dead version behind, and the claim's index scan starts among the oldest entries, so a
@@ -219,6 +196,38 @@ impl PgDriver {
 }
 
 #[async_trait]
+impl Insert for PgDriver {
+    type Db = sqlx::Postgres;
+
+    fn pool(&self) -> &PgPool {
+        &self.pool
+    }
+
+    async fn insert(&self, conn: &mut PgConnection, queue: &str, job: &Job) -> Result<JobId> {
+        for _ in 0..3 {
+            let id: Option<i64> = sqlx::query_scalar(q(&self.sql.enqueue))
+                .bind(queue)
+                .bind(&job.payload)
+                .bind(job.priority)
+                .bind(secs(job.delay))
+                .bind(job.max_attempts)
+                .bind(job.key.as_deref())
+                .fetch_optional(&mut *conn)
+                .await?;
+            if let Some(id) = id {
+                return Ok(JobId(id));
+            }
+            // A concurrent enqueue with the same key committed after this statement's
+            // snapshot: look again.
+        }
+        Err(Error::backend_msg(
+            "postgres",
+            "enqueue found neither a new nor an existing job",
+        ))
+    }
+}
+
+#[async_trait]
 impl Driver for PgDriver {
     async fn migrate(&self) -> Result<()> {
         self.migrated
@@ -230,31 +239,13 @@ impl Driver for PgDriver {
             .map(|_| ())
     }
 
-    async fn enqueue(&self, queue: &str, job: &Job) -> Result<JobId> {
-        self.migrate().await?;
-        let mut conn = self.pool.acquire().await?;
-        self.insert(&mut conn, queue, job).await
-    }
-
     async fn enqueue_many(&self, queue: &str, jobs: &[Job]) -> Result<Vec<JobId>> {
         self.migrate().await?;
-        let mut tx = self.pool.begin().await?;
-        let mut ids = Vec::with_capacity(jobs.len());
-        for job in jobs {
-            ids.push(self.insert(&mut tx, queue, job).await?);
-        }
-        tx.commit().await?;
-        Ok(ids)
+        insert_all(self, queue, jobs).await
     }
 
     async fn enqueue_in(&self, conn: Executor<'_>, queue: &str, job: &Job) -> Result<JobId> {
-        // With the mysql feature off this enum has only the PostgreSQL variant.
-        #[allow(irrefutable_let_patterns)]
-        let Executor::Postgres(conn) = conn else {
-            return Err(Error::config(
-                "enqueue_in on a PostgreSQL queue needs a PostgreSQL connection",
-            ));
-        };
+        let conn = conn.postgres()?;
         self.migrate().await?;
         self.insert(conn, queue, job).await
     }
