@@ -119,6 +119,7 @@ fn a_waiter_ends_at_its_wait_deadline(server: Server) {
         held > 0,
         "the cut held no traffic: the fault did not happen"
     );
+    eprintln!("waiter with --wait 3s ended after {took:?} with {status:?}; {held} chunks held");
     assert!(
         matches!(status.code(), Some(69 | 75)),
         "{status:?}: not obtained (75) or backend failure (69)"
@@ -167,6 +168,7 @@ fn a_release_ends_within_the_call_timeout(server: Server) {
         held > 0,
         "the cut held no traffic: the fault did not happen"
     );
+    eprintln!("holder ended {took:?} after the cut (1 s of command); {held} chunks held");
     assert_eq!(status.code(), Some(3), "the command's own exit code");
     assert!(
         took < Duration::from_millis(7_500),

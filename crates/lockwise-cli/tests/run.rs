@@ -449,6 +449,7 @@ fn no_process_outlives_a_killed_lockwise(b: Backend) {
         std::thread::sleep(Duration::from_millis(10));
     }
     let gone = killed.elapsed();
+    eprintln!("the command's tree was gone {gone:?} after the SIGKILL of lockwise");
     assert!(
         !alive(shell),
         "the command ignored SIGTERM and outlived lockwise"
