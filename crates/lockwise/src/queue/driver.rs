@@ -17,6 +17,28 @@ use tokio_util::sync::CancellationToken;
 use super::{Claimed, DeadJob, Executor, Job, JobId, Stats};
 use crate::error::Result;
 
+/// One claim: acknowledge `finished` (id, attempt) as done, then claim up to `limit` ready
+/// jobs of `queue` for `worker`, leased for `lease`.
+#[derive(Debug, Clone, Copy)]
+pub(crate) struct ClaimRequest<'a> {
+    pub(crate) queue: &'a str,
+    pub(crate) worker: &'a str,
+    pub(crate) limit: usize,
+    pub(crate) lease: Duration,
+    pub(crate) finished: &'a [(JobId, i32)],
+}
+
+/// One failed attempt: retried after `retry_in`, or dead when the attempts are used up or
+/// `final_failure` is set.
+#[derive(Debug, Clone, Copy)]
+pub(crate) struct FailedAttempt<'a> {
+    pub(crate) id: JobId,
+    pub(crate) attempt: i32,
+    pub(crate) error: &'a str,
+    pub(crate) retry_in: Duration,
+    pub(crate) final_failure: bool,
+}
+
 /// A queue store on one database. Internal: its methods may change in any release.
 #[async_trait]
 pub(crate) trait Driver: std::fmt::Debug + Send + Sync + 'static {
@@ -31,28 +53,14 @@ pub(crate) trait Driver: std::fmt::Debug + Send + Sync + 'static {
     /// an [`Error::InvalidConfig`](crate::Error::InvalidConfig).
     async fn enqueue_in(&self, conn: Executor<'_>, queue: &str, job: &Job) -> Result<JobId>;
 
-    /// Acknowledges `finished` as done, then claims up to `limit` ready jobs.
-    async fn claim(
-        &self,
-        queue: &str,
-        worker: &str,
-        limit: usize,
-        lease: Duration,
-        finished: &[(JobId, i32)],
-    ) -> Result<Vec<Claimed>>;
+    /// Acknowledges the request's finished jobs as done, then claims up to its limit.
+    async fn claim(&self, request: ClaimRequest<'_>) -> Result<Vec<Claimed>>;
 
     /// Marks jobs done (compare-and-set on id and attempt).
     async fn complete(&self, finished: &[(JobId, i32)]) -> Result<u64>;
 
     /// Records a failed attempt (compare-and-set); `false` when the attempt lost the job.
-    async fn fail(
-        &self,
-        id: JobId,
-        attempt: i32,
-        error: &str,
-        retry_in: Duration,
-        final_failure: bool,
-    ) -> Result<bool>;
+    async fn fail(&self, failed: FailedAttempt<'_>) -> Result<bool>;
 
     /// Extends leases; returns the jobs still owned.
     async fn heartbeat(&self, running: &[(JobId, i32)], lease: Duration) -> Result<Vec<JobId>>;

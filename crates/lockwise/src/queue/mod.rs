@@ -426,9 +426,14 @@ impl Queue {
         lease: Duration,
         finished: &[(JobId, i32)],
     ) -> Result<Vec<Claimed>> {
-        self.driver
-            .claim(&self.name, worker, limit, lease, finished)
-            .await
+        let request = driver::ClaimRequest {
+            queue: &self.name,
+            worker,
+            limit,
+            lease,
+            finished,
+        };
+        self.driver.claim(request).await
     }
 
     /// Marks jobs done (compare-and-set on id and attempt); returns how many were.
@@ -457,9 +462,14 @@ impl Queue {
         retry_in: Duration,
         final_failure: bool,
     ) -> Result<bool> {
-        self.driver
-            .fail(id, attempt, error, retry_in, final_failure)
-            .await
+        let failed = driver::FailedAttempt {
+            id,
+            attempt,
+            error,
+            retry_in,
+            final_failure,
+        };
+        self.driver.fail(failed).await
     }
 
     /// Extends the leases of running jobs (compare-and-set); returns the ids still owned.

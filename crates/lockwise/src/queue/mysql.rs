@@ -11,7 +11,7 @@ use sqlx::mysql::{MySqlConnection, MySqlPool};
 use sqlx::{AssertSqlSafe, Connection, Row};
 use tokio::sync::OnceCell;
 
-use super::driver::{Driver, Insert, insert_all};
+use super::driver::{ClaimRequest, Driver, FailedAttempt, Insert, insert_all};
 use super::{Claimed, DeadJob, Executor, Job, JobId, Stats};
 use crate::error::{Error, Result};
 
@@ -210,26 +210,19 @@ impl Driver for MysqlDriver {
         self.insert(conn, queue, job).await
     }
 
-    async fn claim(
-        &self,
-        queue: &str,
-        worker: &str,
-        limit: usize,
-        lease: Duration,
-        finished: &[(JobId, i32)],
-    ) -> Result<Vec<Claimed>> {
+    async fn claim(&self, request: ClaimRequest<'_>) -> Result<Vec<Claimed>> {
         self.migrate().await?;
         let mut conn = self.pool.acquire().await?;
         sqlx::query(READ_COMMITTED).execute(&mut *conn).await?;
         let mut tx = conn.begin().await?;
-        self.mark_done(&mut *tx, finished).await?;
-        if limit == 0 {
+        self.mark_done(&mut *tx, request.finished).await?;
+        if request.limit == 0 {
             tx.commit().await?;
             return Ok(Vec::new());
         }
         let ids: Vec<i64> = sqlx::query_scalar(self.sql(CLAIM_LOCK))
-            .bind(queue)
-            .bind(i64::try_from(limit).unwrap_or(i64::MAX))
+            .bind(request.queue)
+            .bind(i64::try_from(request.limit).unwrap_or(i64::MAX))
             .fetch_all(&mut *tx)
             .await?;
         if ids.is_empty() {
@@ -238,8 +231,8 @@ impl Driver for MysqlDriver {
         }
         let placeholders = list(ids.len());
         let mut update = sqlx::query(self.sql_list(CLAIM_UPDATE, "{ids}", &placeholders))
-            .bind(micros(lease))
-            .bind(worker);
+            .bind(micros(request.lease))
+            .bind(request.worker);
         for id in &ids {
             update = update.bind(id);
         }
@@ -270,24 +263,17 @@ impl Driver for MysqlDriver {
         self.mark_done(&self.pool, finished).await
     }
 
-    async fn fail(
-        &self,
-        id: JobId,
-        attempt: i32,
-        error: &str,
-        retry_in: Duration,
-        final_failure: bool,
-    ) -> Result<bool> {
+    async fn fail(&self, failed: FailedAttempt<'_>) -> Result<bool> {
         self.migrate().await?;
         let done = sqlx::query(self.sql(FAIL))
-            .bind(error)
-            .bind(error)
-            .bind(final_failure)
-            .bind(micros(retry_in))
-            .bind(final_failure)
-            .bind(final_failure)
-            .bind(id.0)
-            .bind(attempt)
+            .bind(failed.error)
+            .bind(failed.error)
+            .bind(failed.final_failure)
+            .bind(micros(failed.retry_in))
+            .bind(failed.final_failure)
+            .bind(failed.final_failure)
+            .bind(failed.id.0)
+            .bind(failed.attempt)
             .execute(&self.pool)
             .await?;
         Ok(done.rows_affected() == 1)

@@ -13,7 +13,7 @@ use tokio::sync::{Notify, OnceCell};
 use tokio::time::sleep;
 use tokio_util::sync::CancellationToken;
 
-use super::driver::{Driver, Insert, insert_all};
+use super::driver::{ClaimRequest, Driver, FailedAttempt, Insert, insert_all};
 use super::{Claimed, DeadJob, Executor, Job, JobId, Stats};
 use crate::db::postgres::{ADVISORY_CLASS, Schema};
 use crate::error::{Error, Result};
@@ -250,21 +250,14 @@ impl Driver for PgDriver {
         self.insert(conn, queue, job).await
     }
 
-    async fn claim(
-        &self,
-        queue: &str,
-        worker: &str,
-        limit: usize,
-        lease: Duration,
-        finished: &[(JobId, i32)],
-    ) -> Result<Vec<Claimed>> {
+    async fn claim(&self, request: ClaimRequest<'_>) -> Result<Vec<Claimed>> {
         self.migrate().await?;
-        let (ids, attempts) = columns(finished);
+        let (ids, attempts) = columns(request.finished);
         let rows = sqlx::query(q(&self.sql.claim))
-            .bind(queue)
-            .bind(i64::try_from(limit).unwrap_or(i64::MAX))
-            .bind(secs(lease))
-            .bind(worker)
+            .bind(request.queue)
+            .bind(i64::try_from(request.limit).unwrap_or(i64::MAX))
+            .bind(secs(request.lease))
+            .bind(request.worker)
             .bind(&ids)
             .bind(&attempts)
             .fetch_all(&self.pool)
@@ -292,21 +285,14 @@ impl Driver for PgDriver {
         Ok(done.rows_affected())
     }
 
-    async fn fail(
-        &self,
-        id: JobId,
-        attempt: i32,
-        error: &str,
-        retry_in: Duration,
-        final_failure: bool,
-    ) -> Result<bool> {
+    async fn fail(&self, failed: FailedAttempt<'_>) -> Result<bool> {
         self.migrate().await?;
         let state: Option<String> = sqlx::query_scalar(q(&self.sql.fail))
-            .bind(id.0)
-            .bind(attempt)
-            .bind(error)
-            .bind(secs(retry_in))
-            .bind(final_failure)
+            .bind(failed.id.0)
+            .bind(failed.attempt)
+            .bind(failed.error)
+            .bind(secs(failed.retry_in))
+            .bind(failed.final_failure)
             .fetch_optional(&self.pool)
             .await?;
         Ok(state.is_some())
