@@ -1,6 +1,6 @@
 //! Static assertions, after tokio's `tests/async_send_sync.rs`: the public types can cross
 //! threads, and the futures of the main async methods can be spawned on a multi-threaded
-//! runtime. A regression fails to compile. (The queue's types are checked by its own tests.)
+//! runtime. A regression fails to compile.
 
 use std::time::Duration;
 
@@ -13,10 +13,14 @@ use lockwise::backend::redis::{RedisBackend, RedisBuilder};
 use lockwise::backend::{Attempt, ReleaseWatch};
 use lockwise::history::{Event, Verdict};
 use lockwise::postgres::{Once, Store, XactLock};
+use lockwise::queue::{
+    Claimed, ConnectOptions, DeadJob, Job, JobContext, JobId, Queue, Stats, Worker, WorkerReport,
+};
 use lockwise::{
     Election, Error, FencingToken, Guard, LockOptions, Locker, OwnerToken, Retry, Role, Singleton,
 };
 use sqlx::{Postgres, Transaction};
+use tokio_util::sync::CancellationToken;
 
 fn send_sync<T: Send + Sync>() {}
 
@@ -49,6 +53,16 @@ fn public_types_are_send_and_sync() {
     send_sync::<MysqlBuilder>();
     send_sync::<Event>();
     send_sync::<Verdict>();
+    send_sync::<Queue>();
+    send_sync::<Worker>();
+    send_sync::<WorkerReport>();
+    send_sync::<JobContext>();
+    send_sync::<Job>();
+    send_sync::<JobId>();
+    send_sync::<Claimed>();
+    send_sync::<Stats>();
+    send_sync::<DeadJob>();
+    send_sync::<ConnectOptions>();
 }
 
 /// Type-checked, never called: each line builds a future (without polling it) and requires it
@@ -86,4 +100,26 @@ fn futures_of_the_main_async_methods_are_send(
     send(&MysqlBackend::connect("mysql://localhost/db"));
     send(&RedisBackend::connect("redis://localhost/"));
     send(&guard.release());
+}
+
+/// The same for the queue.
+#[allow(dead_code)]
+fn futures_of_the_queue_are_send(
+    queue: &Queue,
+    worker: Worker,
+    tx: &mut Transaction<'_, Postgres>,
+) {
+    send(&queue.enqueue(Job::new(serde_json::json!({}))));
+    send(&queue.enqueue_in(&mut **tx, Job::new(serde_json::json!({}))));
+    send(&queue.claim("w", 8, Duration::from_secs(30), &[]));
+    send(&queue.complete(&[]));
+    send(&queue.reap());
+    send(&lockwise::queue::connect(
+        "postgres://localhost/db",
+        ConnectOptions::default(),
+    ));
+    send(&worker.run(
+        |_job| async { Ok::<(), std::io::Error>(()) },
+        CancellationToken::new(),
+    ));
 }
