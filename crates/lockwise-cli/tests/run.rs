@@ -542,6 +542,68 @@ fn the_command_is_gone_before_the_lease_runs_out(b: Backend) {
     );
 }
 
+/// The server forgets a live holder's lease (the key deleted, the session killed) while a
+/// waiter stands by: the waiter gets the lock at once, and the holder's command must stop at
+/// once too, not at the next renewal a third of the TTL later.
+fn a_forgotten_lease_stops_the_command_at_once(b: Backend) {
+    let key = b.key();
+    let dir = tempfile::tempdir().expect("tempdir");
+    let first = dir.path().join("first");
+    let second = dir.path().join("second");
+    let script = format!(
+        "echo started; while true; do date +%s%N >> {}; sleep 0.005; done",
+        first.display()
+    );
+    let (mut holder, _out) = spawn_holder(&b, &key, &["--ttl", "9s"], &script);
+    let mut waiter = lockwise(
+        &b.url(),
+        &key,
+        &["--wait", "20s"],
+        &["sh", "-c", &format!("date +%s%N > {}", second.display())],
+    )
+    .spawn()
+    .expect("run");
+    // Let the waiter start waiting, then make the server forget the holder.
+    std::thread::sleep(Duration::from_millis(300));
+    let forgotten = Instant::now();
+    b.delete_lock(&key);
+    assert_eq!(holder.wait().expect("wait").code(), Some(70));
+    let stopped = forgotten.elapsed();
+    assert!(waiter.wait().expect("wait").success());
+    let last_of_first: i128 = std::fs::read_to_string(&first)
+        .expect("first")
+        .lines()
+        .filter_map(|l| l.trim().parse().ok())
+        .max()
+        .expect("the first command ran");
+    let start_of_second: i128 = std::fs::read_to_string(&second)
+        .expect("second")
+        .trim()
+        .parse()
+        .expect("a time");
+    let overlap_ms = (last_of_first - start_of_second) as f64 / 1e6;
+    println!(
+        "forgotten lease: holder's command stopped {:.1} ms after the fault; its last write \
+         {overlap_ms:.1} ms after the waiter's command started (negative: before)",
+        stopped.as_secs_f64() * 1e3
+    );
+    assert!(
+        overlap_ms < 100.0,
+        "the first command still worked {overlap_ms:.1} ms after the second started"
+    );
+}
+
+/// Cases for the backends whose server can forget a lease.
+macro_rules! on_servers {
+    ($($case:ident),*) => {
+        mod server_redis { use super::*; $(#[test] fn $case() { super::$case(Backend::redis()) })* }
+        mod server_postgres { use super::*; $(#[test] fn $case() { super::$case(Backend::postgres()) })* }
+        mod server_mysql { use super::*; $(#[test] fn $case() { super::$case(Backend::mysql()) })* }
+    };
+}
+
+on_servers!(a_forgotten_lease_stops_the_command_at_once);
+
 macro_rules! on_backends {
     ($($case:ident),*) => {
         mod file { use super::*; $(#[test] fn $case() { super::$case(Backend::file()) })* }

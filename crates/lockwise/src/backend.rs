@@ -24,6 +24,11 @@ pub mod redis;
 #[cfg(any(feature = "postgres", feature = "mysql"))]
 mod session;
 
+/// How often the server-side backends check their held leases by default (see
+/// [`Backend::loss_check_every`]): a forgotten lease is noticed within this and two round
+/// trips, at the cost of one small read per interval and locker while it holds a lock.
+pub const LOSS_CHECK_EVERY: Duration = Duration::from_millis(20);
+
 /// The answer to one acquire attempt.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Attempt {
@@ -54,6 +59,26 @@ pub trait Backend: Send + Sync + std::fmt::Debug + 'static {
 
     /// Whether `owner` holds a live lease on `key` right now.
     async fn holds(&self, key: &str, owner: OwnerToken) -> Result<bool>;
+
+    /// For each `(key, owner)`, whether that owner still holds that lease: the check a
+    /// [`Locker`](crate::Locker) makes every [`loss_check_every`](Self::loss_check_every) to
+    /// learn at once of a lease the server forgot without anyone asking (a restart without
+    /// persistence, a failover, a killed session). One round trip where the store allows; the
+    /// default asks [`holds`](Self::holds) for each lease in turn.
+    async fn still_held(&self, leases: &[(&str, OwnerToken)]) -> Result<Vec<bool>> {
+        let mut held = Vec::with_capacity(leases.len());
+        for (key, owner) in leases {
+            held.push(self.holds(key, *owner).await?);
+        }
+        Ok(held)
+    }
+
+    /// How often a [`Locker`](crate::Locker) should check its held leases with
+    /// [`still_held`](Self::still_held): `Some` for a store whose server can lose a live lease
+    /// (Redis, PostgreSQL, MySQL), `None` (the default) for one that cannot (memory, file).
+    fn loss_check_every(&self) -> Option<Duration> {
+        None
+    }
 
     /// Starts listening for releases of `key`. Called *before* an attempt, so a release that
     /// happens between a failed attempt and the wait is not missed. Backends without events

@@ -7,13 +7,14 @@ use std::time::Duration;
 use futures_util::StreamExt;
 use futures_util::stream::FuturesUnordered;
 use tokio::runtime::Handle;
-use tokio::sync::watch;
+use tokio::sync::{Notify, watch};
 use tokio::time::{Instant, sleep_until, timeout_at};
 use tokio_util::sync::{CancellationToken, WaitForCancellationFuture};
 
 use crate::backend::Backend;
 use crate::error::{Error, Result};
 use crate::lease::{FencingToken, OwnerToken, boottime_nanos, drift, validate_ttl};
+use crate::loss_check::{Checked, LossCheck};
 use crate::options::Renew;
 
 /// A held lock.
@@ -38,6 +39,8 @@ use crate::options::Renew;
 pub struct Guard {
     lease: Arc<Lease>,
     watchdog: tokio::task::JoinHandle<()>,
+    /// The lease's place in the locker's loss check, taken off when the guard goes.
+    _checked: Option<Checked>,
     on_drop: ReleaseOnDrop,
 }
 
@@ -56,6 +59,8 @@ struct Lease {
     /// User extends run one at a time (renewals do not wait for them: the generation in
     /// `times` keeps their answers apart).
     extending: tokio::sync::Mutex<()>,
+    /// Notified by the locker's loss check when the lease may be gone: renew at once.
+    alarm: Arc<Notify>,
     lost: CancellationToken,
 }
 
@@ -177,7 +182,8 @@ impl Lease {
 }
 
 impl Guard {
-    /// Starts the watchdog of a fresh grant; `on_drop` names the backend, key and owner.
+    /// Starts the watchdog of a fresh grant and puts it under the locker's loss check;
+    /// `on_drop` names the backend, key and owner.
     pub(crate) fn start(
         on_drop: ReleaseOnDrop,
         fence: FencingToken,
@@ -185,6 +191,7 @@ impl Guard {
         ttl: Duration,
         renew: Renew,
         call_timeout: Duration,
+        loss_check: &LossCheck,
     ) -> Guard {
         let lease = Arc::new(Lease {
             backend: on_drop.backend.clone(),
@@ -195,12 +202,21 @@ impl Guard {
             call_timeout,
             times: watch::Sender::new(Times::starting(sent.0, sent.1, ttl, 0)),
             extending: tokio::sync::Mutex::new(()),
+            alarm: Arc::new(Notify::new()),
             lost: CancellationToken::new(),
         });
         let watchdog = on_drop.handle.spawn(watchdog(lease.clone()));
+        let checked = loss_check.watch(
+            &lease.key,
+            lease.owner,
+            lease.alarm.clone(),
+            lease.lost.clone(),
+            &on_drop.handle,
+        );
         Guard {
             lease,
             watchdog,
+            _checked: checked,
             on_drop,
         }
     }
@@ -426,6 +442,23 @@ async fn watchdog(lease: Arc<Lease>) {
                     next_renewal = Some(next_renewal.map_or(Instant::now() + every, |at| at.min(Instant::now() + every)));
                 }
                 continue;
+            }
+            _ = lease.alarm.notified() => {
+                // The locker's loss check saw the lease gone, or could not ask: renew now.
+                tracing::debug!(key = %lease.key, "possible loss; renewing at once");
+                if every.is_some() {
+                    next_renewal = Some(Instant::now());
+                } else {
+                    // No renewals (renew off): ask, without extending, before the deadline.
+                    let asked = timeout_at(
+                        lease.times().deadline,
+                        lease.backend.holds(&lease.key, lease.owner),
+                    );
+                    if let Ok(Ok(false)) = asked.await {
+                        lease.mark_lost("the server no longer has the lease");
+                        return;
+                    }
+                }
             }
             _ = lease.lost.cancelled() => return,
         }

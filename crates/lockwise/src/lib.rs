@@ -69,6 +69,7 @@ mod guard;
 pub mod history;
 pub mod lease;
 mod locker;
+mod loss_check;
 mod options;
 #[cfg(feature = "postgres")]
 pub mod postgres;

@@ -19,9 +19,9 @@ use std::time::Duration;
 use async_trait::async_trait;
 use sha2::{Digest, Sha256};
 use sqlx::mysql::{MySqlConnectOptions, MySqlConnection};
-use sqlx::{Connection, Executor};
+use sqlx::{AssertSqlSafe, Connection, Executor, Row};
 
-use super::session::{SessionLocks, SessionSql, session_backend};
+use super::session::{Granted, SessionLocks, SessionSql, session_backend};
 use crate::error::{Error, Result};
 use crate::lease::{FencingToken, OwnerToken};
 use crate::url::redact_url;
@@ -215,13 +215,15 @@ impl SessionSql for GetLock {
         conn: &mut MySqlConnection,
         full: &str,
         ttl: Duration,
-    ) -> sqlx::Result<Option<Result<FencingToken>>> {
+    ) -> sqlx::Result<Option<Granted>> {
         // The lease first: a holder frozen right after the grant must still lose it.
         set_lease(conn, ttl).await?;
-        let got: Option<i64> = sqlx::query_scalar("SELECT CAST(GET_LOCK(?, 0) AS SIGNED)")
-            .bind(lock_name(full))
-            .fetch_one(&mut *conn)
-            .await?;
+        let (got, session): (Option<i64>, i64) = sqlx::query_as(
+            "SELECT CAST(GET_LOCK(?, 0) AS SIGNED), CAST(CONNECTION_ID() AS SIGNED)",
+        )
+        .bind(lock_name(full))
+        .fetch_one(&mut *conn)
+        .await?;
         if got != Some(1) {
             restore_idle(conn).await?;
             return Ok(None);
@@ -230,7 +232,10 @@ impl SessionSql for GetLock {
             .bind(full.as_bytes())
             .execute(&mut *conn)
             .await?;
-        Ok(Some(Ok(FencingToken::new(advanced.last_insert_id()))))
+        Ok(Some(Granted {
+            token: Ok(FencingToken::new(advanced.last_insert_id())),
+            session,
+        }))
     }
 
     async fn refused(&self, _conn: &mut MySqlConnection) -> bool {
@@ -254,6 +259,31 @@ impl SessionSql for GetLock {
                 .fetch_one(conn)
                 .await?;
         Ok(mine == Some(1))
+    }
+
+    async fn held_by(
+        &self,
+        conn: &mut MySqlConnection,
+        locks: &[(String, i64)],
+    ) -> sqlx::Result<Vec<bool>> {
+        let mut held = Vec::with_capacity(locks.len());
+        // One row of up to CHUNK columns per statement: IS_USED_LOCK names the holding
+        // session, a lookup that touches no table.
+        const CHUNK: usize = 100;
+        for chunk in locks.chunks(CHUNK) {
+            let columns = vec!["CAST(IS_USED_LOCK(?) AS SIGNED)"; chunk.len()].join(", ");
+            let sql = format!("SELECT {columns}");
+            let mut query = sqlx::query(AssertSqlSafe(sql));
+            for (full, _) in chunk {
+                query = query.bind(lock_name(full));
+            }
+            let row = query.fetch_one(&mut *conn).await?;
+            for (i, (_, session)) in chunk.iter().enumerate() {
+                let holder: Option<i64> = row.try_get(i)?;
+                held.push(holder == Some(*session));
+            }
+        }
+        Ok(held)
     }
 
     async fn unlock(&self, conn: &mut MySqlConnection, full: &str) -> sqlx::Result<(bool, bool)> {

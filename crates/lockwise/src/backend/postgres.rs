@@ -24,12 +24,12 @@ use async_trait::async_trait;
 use sqlx::AssertSqlSafe;
 use sqlx::postgres::{PgConnectOptions, PgConnection};
 
-use super::session::{SessionLocks, SessionSql, session_backend};
+use super::session::{Granted, SessionLocks, SessionSql, session_backend};
 use crate::db::postgres::{
     DEFAULT_SCHEMA, Schema, advisory_key, connect, connect_options, token_from_db,
 };
 use crate::error::Result;
-use crate::lease::{FencingToken, OwnerToken};
+use crate::lease::OwnerToken;
 use crate::url::redact_url;
 
 /// Session-scoped advisory locks. Clones share the sessions.
@@ -90,7 +90,7 @@ impl PostgresBuilder {
         let mut first = connect(&options, &shown).await?;
         schema.migrate(&mut first).await?;
         let grant_sql = schema.sql(
-            "SELECT set_config('idle_session_timeout', $3, false), \
+            "SELECT set_config('idle_session_timeout', $3, false), pg_backend_pid(), \
              CASE WHEN pg_try_advisory_lock($1, $2) THEN nextval('{schema}.fence_seq') END",
         );
         let sql = Advisory {
@@ -188,16 +188,19 @@ impl SessionSql for Advisory {
         conn: &mut PgConnection,
         full: &str,
         ttl: Duration,
-    ) -> sqlx::Result<Option<Result<FencingToken>>> {
+    ) -> sqlx::Result<Option<Granted>> {
         let (class, half) = advisory_key(full);
-        let (_, token): (String, Option<i64>) =
+        let (_, session, token): (String, i32, Option<i64>) =
             sqlx::query_as(AssertSqlSafe(self.grant_sql.clone()))
                 .bind(class)
                 .bind(half)
                 .bind(lease(ttl))
                 .fetch_one(conn)
                 .await?;
-        Ok(token.map(token_from_db))
+        Ok(token.map(|token| Granted {
+            token: token_from_db(token),
+            session: i64::from(session),
+        }))
     }
 
     async fn refused(&self, conn: &mut PgConnection) -> bool {
@@ -219,6 +222,27 @@ impl SessionSql for Advisory {
 
     async fn check(&self, conn: &mut PgConnection, full: &str) -> sqlx::Result<bool> {
         Advisory::check(self, conn, full, None).await
+    }
+
+    async fn held_by(
+        &self,
+        conn: &mut PgConnection,
+        locks: &[(String, i64)],
+    ) -> sqlx::Result<Vec<bool>> {
+        let (mut classes, mut halves, mut pids) = (Vec::new(), Vec::new(), Vec::new());
+        for (full, session) in locks {
+            let (class, half) = advisory_key(full);
+            classes.push(class);
+            halves.push(half);
+            // Every id came from pg_backend_pid(), an int4.
+            pids.push(i32::try_from(*session).unwrap_or(0));
+        }
+        sqlx::query_scalar(include_str!("../../sql/postgres/locks/held_by.sql"))
+            .bind(classes)
+            .bind(halves)
+            .bind(pids)
+            .fetch_all(conn)
+            .await
     }
 
     async fn unlock(&self, conn: &mut PgConnection, full: &str) -> sqlx::Result<(bool, bool)> {

@@ -479,6 +479,27 @@ impl Backend for RedisBackend {
         Ok(current.is_some_and(|c| c == owner.to_hex()))
     }
 
+    async fn still_held(&self, leases: &[(&str, OwnerToken)]) -> Result<Vec<bool>> {
+        // A pipeline, not MGET: one round trip whatever slot each key hashes to.
+        let mut pipe = redis::pipe();
+        for (key, _) in leases {
+            pipe.cmd("GET").arg(self.lock_name(key));
+        }
+        let current: Vec<Option<String>> = pipe
+            .query_async(&mut self.conn())
+            .await
+            .map_err(|e| self.fail("ownership check", e))?;
+        Ok(leases
+            .iter()
+            .zip(current)
+            .map(|((_, owner), c)| c.is_some_and(|c| c == owner.to_hex()))
+            .collect())
+    }
+
+    fn loss_check_every(&self) -> Option<Duration> {
+        Some(super::LOSS_CHECK_EVERY)
+    }
+
     async fn watch(&self, key: &str) -> Result<ReleaseWatch> {
         let Some(events) = self.events().await else {
             return Ok(ReleaseWatch::none());

@@ -35,7 +35,7 @@ pub(crate) trait SessionSql: Send + Sync + 'static {
         conn: &mut Self::Conn,
         full: &str,
         ttl: Duration,
-    ) -> sqlx::Result<Option<Result<FencingToken>>>;
+    ) -> sqlx::Result<Option<Granted>>;
 
     /// Readies a connection whose grant was refused for reuse; `false` if it cannot be kept.
     async fn refused(&self, conn: &mut Self::Conn) -> bool;
@@ -45,6 +45,14 @@ pub(crate) trait SessionSql: Send + Sync + 'static {
 
     /// Whether the session holds the lock.
     async fn check(&self, conn: &mut Self::Conn, full: &str) -> sqlx::Result<bool>;
+
+    /// For each `(lock, session)`, whether that session holds that lock, asked on another
+    /// connection in one statement.
+    async fn held_by(
+        &self,
+        conn: &mut Self::Conn,
+        locks: &[(String, i64)],
+    ) -> sqlx::Result<Vec<bool>>;
 
     /// Gives the lock back: (whether it was held, whether the connection can be kept).
     async fn unlock(&self, conn: &mut Self::Conn, full: &str) -> sqlx::Result<(bool, bool)>;
@@ -60,6 +68,14 @@ pub(crate) trait SessionSql: Send + Sync + 'static {
     /// Waits a bounded time for the lock to be free and gives it back in the same statement:
     /// `Ok(true)` when it was free, `Ok(false)` when still held, `Err` when disconnected.
     async fn wait_free(&self, conn: &mut Self::Conn, full: &str) -> sqlx::Result<bool>;
+}
+
+/// A lock taken by [`SessionSql::grant`].
+pub(crate) struct Granted {
+    /// Its fencing token (an error if the counter's value is out of range).
+    pub(crate) token: Result<FencingToken>,
+    /// The server's id of the session that holds it (`pg_backend_pid()`, `CONNECTION_ID()`).
+    pub(crate) session: i64,
 }
 
 /// Implements [`Backend`](super::Backend) and `Debug` for a public backend type whose field
@@ -102,6 +118,17 @@ macro_rules! session_backend {
                 self.locks.holds(key, owner).await
             }
 
+            async fn still_held(
+                &self,
+                leases: &[(&str, $crate::OwnerToken)],
+            ) -> $crate::Result<Vec<bool>> {
+                self.locks.still_held(leases).await
+            }
+
+            fn loss_check_every(&self) -> Option<std::time::Duration> {
+                Some($crate::backend::LOSS_CHECK_EVERY)
+            }
+
             async fn watch(&self, key: &str) -> $crate::Result<$crate::backend::ReleaseWatch> {
                 Ok(self.locks.watch(key))
             }
@@ -122,6 +149,9 @@ struct Inner<D: SessionSql> {
     namespace: Option<String>,
     sessions: Sessions<D::Conn>,
     probes: Probes,
+    /// The connection that checks, for the locker's loss check, which sessions still hold
+    /// their locks; opened on first use, dropped after a failure.
+    checker: tokio::sync::Mutex<Option<D::Conn>>,
 }
 
 impl<D: SessionSql> Clone for SessionLocks<D> {
@@ -142,6 +172,7 @@ impl<D: SessionSql> SessionLocks<D> {
                 namespace,
                 sessions: Sessions::default(),
                 probes: Probes::default(),
+                checker: tokio::sync::Mutex::new(None),
             }),
         };
         locks.inner.sessions.keep(first);
@@ -196,14 +227,15 @@ impl<D: SessionSql> SessionLocks<D> {
                     .map_err(|e| self.fail("acquire", e))?
             }
         };
-        let Some(token) = token else {
+        let Some(granted) = token else {
             if sql.refused(&mut conn).await {
                 self.inner.sessions.keep(conn);
             }
             return Ok(Attempt::Held { expires_in: None });
         };
-        let token = token?;
-        self.inner.sessions.hold(owner, key, conn);
+        // An unusable token drops the connection: its session ends, and the lock with it.
+        let token = granted.token?;
+        self.inner.sessions.hold(owner, key, granted.session, conn);
         Ok(Attempt::Granted(token))
     }
 
@@ -255,6 +287,44 @@ impl<D: SessionSql> SessionLocks<D> {
         Ok(held.unwrap_or(false))
     }
 
+    /// Asks, on a connection of its own and in one statement, whether each lease's session
+    /// still holds its lock: a session killed on the server, or a server that restarted, shows
+    /// here without waiting for the holder's next renewal.
+    pub(crate) async fn still_held(&self, leases: &[(&str, OwnerToken)]) -> Result<Vec<bool>> {
+        let mut asked = Vec::with_capacity(leases.len());
+        let mut index = Vec::with_capacity(leases.len());
+        for (key, owner) in leases {
+            index.push(self.inner.sessions.session_id(*owner, key).map(|session| {
+                asked.push((self.full_key(key), session));
+                asked.len() - 1
+            }));
+        }
+        let answers = if asked.is_empty() {
+            Vec::new()
+        } else {
+            let mut checker = self.inner.checker.lock().await;
+            // Taken out while in use: if this future is dropped mid-statement, the connection
+            // goes with it instead of being reused in an unknown state.
+            let mut conn = match checker.take() {
+                Some(conn) => conn,
+                None => self.fresh().await?,
+            };
+            let answers = self
+                .inner
+                .sql
+                .held_by(&mut conn, &asked)
+                .await
+                .map_err(|e| self.fail("ownership check", e))?;
+            *checker = Some(conn);
+            answers
+        };
+        // A lease without a session here was released or lost already.
+        Ok(index
+            .into_iter()
+            .map(|i| i.is_some_and(|i| answers.get(i).copied().unwrap_or(false)))
+            .collect())
+    }
+
     pub(crate) fn watch(&self, key: &str) -> ReleaseWatch {
         let full = self.full_key(key);
         let locks = self.clone();
@@ -301,8 +371,17 @@ pub(crate) type Shared<C> = Arc<tokio::sync::Mutex<C>>;
 
 #[derive(Debug)]
 pub(crate) struct Sessions<C> {
-    held: Mutex<HashMap<OwnerToken, (String, Shared<C>)>>,
+    held: Mutex<HashMap<OwnerToken, Held<C>>>,
     spares: Mutex<Vec<C>>,
+}
+
+/// A held lock's session.
+#[derive(Debug)]
+struct Held<C> {
+    key: String,
+    /// The server's id of the session.
+    session: i64,
+    conn: Shared<C>,
 }
 
 impl<C> Default for Sessions<C> {
@@ -315,21 +394,34 @@ impl<C> Default for Sessions<C> {
 }
 
 impl<C> Sessions<C> {
-    /// Records the connection that holds `key` for `owner`.
-    pub(crate) fn hold(&self, owner: OwnerToken, key: &str, conn: C) {
+    /// Records the connection (server session `session`) that holds `key` for `owner`.
+    pub(crate) fn hold(&self, owner: OwnerToken, key: &str, session: i64, conn: C) {
         let conn = Arc::new(tokio::sync::Mutex::new(conn));
         self.held
             .lock()
             .unwrap_or_else(PoisonError::into_inner)
-            .insert(owner, (key.to_owned(), conn));
+            .insert(
+                owner,
+                Held {
+                    key: key.to_owned(),
+                    session,
+                    conn,
+                },
+            );
     }
 
     /// The connection holding `key` for `owner`, if any.
     pub(crate) fn get(&self, owner: OwnerToken, key: &str) -> Option<Shared<C>> {
         let held = self.held.lock().unwrap_or_else(PoisonError::into_inner);
         held.get(&owner)
-            .filter(|(k, _)| k == key)
-            .map(|(_, conn)| conn.clone())
+            .filter(|h| h.key == key)
+            .map(|h| h.conn.clone())
+    }
+
+    /// The server's id of the session holding `key` for `owner`, if any.
+    pub(crate) fn session_id(&self, owner: OwnerToken, key: &str) -> Option<i64> {
+        let held = self.held.lock().unwrap_or_else(PoisonError::into_inner);
+        held.get(&owner).filter(|h| h.key == key).map(|h| h.session)
     }
 
     /// Forgets `owner`'s session (its lock is released or lost) and returns its connection.
@@ -338,7 +430,7 @@ impl<C> Sessions<C> {
             .lock()
             .unwrap_or_else(PoisonError::into_inner)
             .remove(&owner)
-            .map(|(_, conn)| conn)
+            .map(|h| h.conn)
     }
 
     /// An idle connection, if one is kept.
