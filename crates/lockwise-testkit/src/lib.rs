@@ -10,6 +10,9 @@ pub mod conformance;
 pub mod flaky;
 pub mod harness;
 pub mod proxy;
+pub mod servers;
+
+pub use servers::{MariaDbServer, PgServer};
 
 use std::io::{BufRead, BufReader, Read, Write};
 use std::net::{TcpListener, TcpStream};

@@ -5,7 +5,11 @@
 //!   lowercase hex SHA-256 of the key (of `namespace:key` with a namespace) — fixed forever.
 //! - **Fencing tokens** come from a counter row per key in `lockwise_fence` (keyed on the
 //!   key's bytes as `VARBINARY`), advanced in the same session right after the grant, in
-//!   autocommit so no rollback can reissue a token.
+//!   autocommit so no rollback can reissue a token. A token is one above the key's last and
+//!   never below the server's clock in Unix milliseconds × 1024, so a crash that loses the
+//!   counter's last updates (`innodb_flush_log_at_trx_commit` ≠ 1, a failover to a replica
+//!   that missed them) never makes a token repeat, as long as the server's clock does not go
+//!   back (see `sql/mysql/fence_next.sql`).
 //! - **Server-side lease**: the session's `wait_timeout` is set to the TTL — rounded *up* to
 //!   whole seconds, the server's unit — and reset by each renewal, so a holder frozen past its
 //!   TTL loses its session and its lock. (The holder's local deadline still uses the exact TTL,
@@ -189,8 +193,9 @@ impl SessionSql for GetLock {
     async fn connect(&self, shown: &str) -> Result<MySqlConnection> {
         let connect = async {
             let mut conn = MySqlConnection::connect_with(&self.options).await?;
-            // Fencing counters rely on autocommit, whatever the server's default.
-            sqlx::query("SET SESSION autocommit = 1")
+            // Fencing counters rely on autocommit, and their clock floor on UTC, whatever the
+            // server's defaults.
+            sqlx::query("SET SESSION autocommit = 1, time_zone = '+00:00'")
                 .execute(&mut conn)
                 .await?;
             Ok::<_, sqlx::Error>(conn)

@@ -107,7 +107,13 @@ pub(crate) fn connect_options(url: &str) -> Result<PgConnectOptions> {
     let options: PgConnectOptions = url
         .parse()
         .map_err(|_| Error::config(format!("malformed PostgreSQL URL {}", redact_url(url))))?;
-    Ok(options.application_name("lockwise"))
+    // Fencing tokens come from a sequence: a commit that returned before its WAL was flushed
+    // (synchronous_commit = off, set on the server or the role) could be lost in a crash, and
+    // the sequence would issue the same tokens again. Every lockwise connection commits
+    // synchronously, whatever the server's default.
+    Ok(options
+        .application_name("lockwise")
+        .options([("synchronous_commit", "on")]))
 }
 
 /// How long connecting may take before it is reported as failed.

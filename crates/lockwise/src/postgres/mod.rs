@@ -164,7 +164,9 @@ impl Store {
     /// Waits up to `wait` by trying again, never by a blocking lock call, so "not obtained" is
     /// `Ok(None)` and never aborts the transaction. It excludes session-scoped locks on the same
     /// key ([`crate::backend::postgres`], with the same namespace), and its fencing token comes
-    /// from the same sequence (of the same schema).
+    /// from the same sequence (of the same schema). It sets `synchronous_commit = on` for the
+    /// rest of the transaction, so that a token the caller may have used is never issued again
+    /// after a crash of the server.
     ///
     /// # Cancel safety
     ///
@@ -183,7 +185,8 @@ impl Store {
         self.migrate().await?;
         let (class, half) = advisory_key(&crate::lease::namespaced(self.namespace.as_deref(), key));
         let sql = self.schema.sql(
-            "SELECT CASE WHEN pg_try_advisory_xact_lock($1, $2) THEN nextval('{schema}.fence_seq') END",
+            "SELECT CASE WHEN pg_try_advisory_xact_lock($1, $2) THEN nextval('{schema}.fence_seq') END \
+             FROM (SELECT set_config('synchronous_commit', 'on', true)) durable",
         );
         let give_up = tokio::time::Instant::now() + wait;
         let mut retry = Retry::exponential(Duration::from_millis(5), Duration::from_millis(200));
