@@ -238,6 +238,53 @@ fn fencing_on_postgres() {
     fencing(Backend::Postgres);
 }
 
+/// R1/R2 of the reliability catalogue, shortened for CI (`scripts/soak` runs 500 rounds):
+/// rounds of a holder frozen 1-3 TTLs (TTL 300 ms), token releases and fenced writes.
+fn pauses(backend: Backend) {
+    const ROUNDS: u64 = 12;
+    let (code, doc) = lab(
+        &backend,
+        &[
+            "pauses",
+            "--ttl",
+            "300ms",
+            "--iterations",
+            &ROUNDS.to_string(),
+        ],
+    );
+    assert_predicted(code, &doc);
+    let v = variant(&doc, &format!("{ROUNDS} rounds"));
+    let froze = v["events"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter(|e| {
+            e["what"]["kind"] == "note"
+                && e["what"]["text"]
+                    .as_str()
+                    .is_some_and(|t| t.contains("frozen"))
+        })
+        .count() as u64;
+    assert_eq!(froze, ROUNDS, "one freeze per round");
+    assert_eq!(verdict(v, "wrong_deletions"), 0);
+    assert_eq!(verdict(v, "stale_writes_accepted"), 0);
+    assert_eq!(verdict(v, "stale_writes_rejected"), ROUNDS);
+    println!(
+        "pauses: {froze} freezes injected, 0 wrong deletions, 0 stale writes accepted, {} rejected",
+        verdict(v, "stale_writes_rejected")
+    );
+}
+
+#[test]
+fn pauses_on_redis() {
+    pauses(Backend::Redis);
+}
+
+#[test]
+fn pauses_on_postgres() {
+    pauses(Backend::Postgres);
+}
+
 #[test]
 fn queue_crash_on_postgres() {
     let (code, doc) = lab(&Backend::file(), &["queue-crash"]);

@@ -73,9 +73,13 @@ pub(crate) async fn run(args: LabArgs) -> u8 {
         _ => "postgres://postgres@127.0.0.1:5432/postgres".to_owned(),
     });
     let lab = Lab::new(exe, url, backend, queue_url, &args);
-    let chosen: &[&'static scenarios::Scenario] = match &args.scenario {
-        Some(one) => std::slice::from_ref(one),
-        None => scenarios::ALL,
+    let chosen: Vec<&'static scenarios::Scenario> = match args.scenario {
+        Some(one) => vec![one],
+        None => scenarios::ALL
+            .iter()
+            .copied()
+            .filter(|s| !s.on_demand)
+            .collect(),
     };
     if lab.text {
         println!(
@@ -87,7 +91,7 @@ pub(crate) async fn run(args: LabArgs) -> u8 {
         );
     }
     let mut reports = Vec::new();
-    for &scenario in chosen {
+    for scenario in chosen {
         let report = lab.run(scenario).await;
         if lab.text {
             timeline::print_report(&lab.clock, &report);

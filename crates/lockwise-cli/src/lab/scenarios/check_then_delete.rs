@@ -19,6 +19,7 @@ pub(super) static SCENARIO: Scenario = Scenario {
     exercise: None,
     about: "GET then DEL (two commands) against the atomic script, raced against expiry",
     backends: Backends::Leases,
+    on_demand: false,
     run: |lab, report| Box::pin(run(lab, report)),
 };
 

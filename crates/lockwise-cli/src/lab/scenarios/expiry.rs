@@ -20,6 +20,7 @@ pub(super) static SCENARIO: Scenario = Scenario {
     exercise: Some(1),
     about: "Exercise 1: a lock expires while its holder is paused; two processes inside",
     backends: Backends::All,
+    on_demand: false,
     run: |lab, report| Box::pin(run(lab, report)),
 };
 

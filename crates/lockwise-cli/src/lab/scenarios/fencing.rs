@@ -23,11 +23,26 @@ pub(super) static SCENARIO: Scenario = Scenario {
     exercise: None,
     about: "A fencing token stops the paused holder's stale write",
     backends: Backends::All,
+    on_demand: false,
     run: |lab, report| Box::pin(run(lab, report)),
 };
 
 async fn run(lab: &Lab, report: &mut Report) -> LabResult<()> {
     let key = lab.key(&SCENARIO, 1);
+    let (extra, file) = with_fence(lab, &key).await?;
+    let result = fenced_writes(lab, &key, &extra).await;
+    // (Redis keys and the PostgreSQL schema go in the lab's clean-up.)
+    if let Some(file) = file {
+        file.remove();
+    }
+    report.variants.push(result?);
+    Ok(())
+}
+
+/// What actors on `key` need to write through a fenced resource of the backend's kind (Redis
+/// `fenced_set`, the PostgreSQL fence, a fenced file for the others), and the file to remove
+/// afterwards, if any.
+pub(super) async fn with_fence(lab: &Lab, key: &str) -> LabResult<(Extra, Option<FencedFile>)> {
     let mut extra = lab.lock_extra();
     let fenced_path = |dir: &std::path::Path| dir.join(format!("{}.fenced", key.replace(':', "-")));
     let mut file = None;
@@ -52,13 +67,7 @@ async fn run(lab: &Lab, report: &mut Report) -> LabResult<()> {
         }
     };
     extra.fence = Some(fence);
-    let result = fenced_writes(lab, &key, &extra).await;
-    // (Redis keys and the PostgreSQL schema go in the lab's clean-up.)
-    if let Some(file) = file {
-        file.remove();
-    }
-    report.variants.push(result?);
-    Ok(())
+    Ok((extra, file))
 }
 
 async fn fenced_writes(lab: &Lab, key: &str, extra: &Extra) -> LabResult<Variant> {

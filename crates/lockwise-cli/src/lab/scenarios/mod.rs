@@ -23,6 +23,9 @@ pub(super) struct Scenario {
     pub(super) about: &'static str,
     /// The lock backends on which it can make its point.
     pub(super) backends: Backends,
+    /// Runs only when named: a long run for the reliability catalogue, not part of the tour
+    /// that `lockwise lab` gives without a scenario.
+    pub(super) on_demand: bool,
     /// Runs it: adds its variants to the report (or says why it did not run).
     pub(super) run: for<'a> fn(&'a Lab, &'a mut Report) -> Running<'a>,
 }
@@ -65,5 +68,6 @@ registry![
     unsafe_release,
     check_then_delete,
     fencing,
+    pauses,
     queue_crash
 ];

@@ -22,6 +22,7 @@ pub(super) static SCENARIO: Scenario = Scenario {
     exercise: None,
     about: "SKIP LOCKED workers, one SIGKILLed: every job is done exactly once (PostgreSQL)",
     backends: Backends::All,
+    on_demand: false,
     run: |lab, report| Box::pin(run(lab, report)),
 };
 

@@ -16,6 +16,7 @@ pub(super) static SCENARIO: Scenario = Scenario {
     exercise: Some(2),
     about: "Exercise 2: a release without the owner token deletes someone else's lock",
     backends: Backends::Leases,
+    on_demand: false,
     run: |lab, report| Box::pin(run(lab, report)),
 };
 
