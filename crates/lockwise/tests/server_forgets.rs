@@ -14,6 +14,7 @@ use std::time::Duration;
 use lockwise::backend::mysql::MysqlBackend;
 use lockwise::backend::postgres::PostgresBackend;
 use lockwise::backend::redis::RedisBackend;
+use lockwise::postgres::Store;
 use lockwise::{Guard, LockOptions, Locker};
 use lockwise_testkit::{PgSchema, RedisServer, mysql_url, sql_now, unique};
 use tokio::time::Instant;
@@ -114,7 +115,10 @@ async fn a_terminated_postgres_session_is_noticed_at_once() {
     let backend = connect().await;
     let holder = Locker::new(backend.clone());
     let rival = Locker::new(connect().await);
+    let pool = sqlx::PgPool::connect(schema.url()).await.unwrap();
+    let store = Store::with_schema(pool.clone(), schema.name()).unwrap();
     let mut rounds = Vec::new();
+    let mut refused = 0;
     for round in 0..ROUNDS {
         let key = format!("terminate-{round}");
         let guard = holder.try_acquire(&key, &opts()).await.unwrap().unwrap();
@@ -125,9 +129,21 @@ async fn a_terminated_postgres_session_is_noticed_at_once() {
         );
         let (both, rival_guard) = overlap(&guard, &rival, &key, Instant::now()).await;
         assert!(rival_guard.token() > guard.token());
+        // R6: the rival writes; a write the holder makes afterwards with its token is refused.
+        let mut tx = pool.begin().await.unwrap();
+        store
+            .fence(&mut tx, &key, rival_guard.token())
+            .await
+            .unwrap();
+        tx.commit().await.unwrap();
+        let mut tx = pool.begin().await.unwrap();
+        let stale = store.fence(&mut tx, &key, guard.token()).await;
+        assert!(stale.is_err(), "the terminated holder's write was accepted");
+        refused += 1;
         rounds.push(both);
         rival_guard.release().await.unwrap();
     }
+    println!("stale writes of the terminated holder: {refused} refused, 0 accepted");
     report("pg_terminate_backend of the holder", &rounds);
 }
 
