@@ -167,10 +167,14 @@ pub fn lock_name(key: &str) -> String {
 }
 
 /// Sets the session's idle lifetime to `ttl`, rounded up to whole seconds.
+/// The server-side lease: the TTL rounded up to whole seconds, the server's unit.
+fn lease_secs(ttl: Duration) -> u64 {
+    (ttl.as_secs() + u64::from(ttl.subsec_nanos() > 0)).max(1)
+}
+
 async fn set_lease(conn: &mut MySqlConnection, ttl: Duration) -> sqlx::Result<()> {
-    let secs = ttl.as_secs() + u64::from(ttl.subsec_nanos() > 0);
     sqlx::query("SET SESSION wait_timeout = ?")
-        .bind(secs.max(1))
+        .bind(lease_secs(ttl))
         .execute(conn)
         .await
         .map(|_| ())
@@ -253,8 +257,21 @@ impl SessionSql for GetLock {
         full: &str,
         ttl: Duration,
     ) -> sqlx::Result<bool> {
-        set_lease(conn, ttl).await?;
-        self.check(conn, full).await
+        // One round trip (two statements in one text-protocol request): the lease is reset and
+        // ownership read together. Both values are ours (a number of seconds and a hex name),
+        // never user input, so inlining them is safe.
+        let sql = format!(
+            "SET SESSION wait_timeout = {}; \
+             SELECT CAST(IS_USED_LOCK('{}') = CONNECTION_ID() AS SIGNED)",
+            lease_secs(ttl),
+            lock_name(full)
+        );
+        let rows = sqlx::raw_sql(AssertSqlSafe(sql)).fetch_all(conn).await?;
+        let mine: Option<i64> = match rows.first() {
+            Some(row) => row.try_get(0)?,
+            None => None,
+        };
+        Ok(mine == Some(1))
     }
 
     async fn check(&self, conn: &mut MySqlConnection, full: &str) -> sqlx::Result<bool> {
