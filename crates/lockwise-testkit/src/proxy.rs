@@ -1,6 +1,8 @@
 //! [`TcpProxy`]: a TCP proxy between a client and a server on loopback that can cut the link
-//! (hold every byte in both directions, as a partition or a black hole does), add latency, or
-//! reset every connection — the network faults of the reliability catalogue, without root.
+//! (hold every byte in both directions, as a partition or a black hole does), hold only the
+//! server's replies (a request that arrives and commits, whose answer never comes back), add
+//! latency, or reset every connection — the network faults of the reliability catalogue,
+//! without root.
 
 use std::io::{Read, Write};
 use std::net::{Shutdown, TcpListener, TcpStream};
@@ -18,8 +20,36 @@ struct Link {
     /// Every connection's two sockets, to reset them.
     open: Mutex<Vec<TcpStream>>,
     closed: AtomicBool,
-    /// Chunks that arrived while the link was cut: proof that a cut hit real traffic.
+    /// Server → client bytes are held while this is set (requests still flow).
+    replies_held: AtomicBool,
+    /// When a client → server chunk containing these bytes has been forwarded, replies are
+    /// held from then on (sets `replies_held`).
+    hold_replies_after: Mutex<Option<Vec<u8>>>,
+    /// Chunks that arrived while the link was cut or replies were held: proof that a fault
+    /// hit real traffic.
     held: AtomicU64,
+}
+
+impl Link {
+    /// Whether a chunk going this way must wait now.
+    fn holding(&self, to_client: bool) -> bool {
+        self.cut.load(Ordering::SeqCst) || (to_client && self.replies_held.load(Ordering::SeqCst))
+    }
+
+    /// Arms the reply hold if `chunk`, just forwarded to the server, carries the trigger.
+    fn check_trigger(&self, chunk: &[u8]) {
+        let mut trigger = self
+            .hold_replies_after
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner);
+        let hit = trigger
+            .as_deref()
+            .is_some_and(|needle| chunk.windows(needle.len().max(1)).any(|w| w == needle));
+        if hit {
+            *trigger = None;
+            self.replies_held.store(true, Ordering::SeqCst);
+        }
+    }
 }
 
 /// A proxy on a spare port of 127.0.0.1 forwarding to `127.0.0.1:target`. Dropping it stops
@@ -74,8 +104,8 @@ impl TcpProxy {
                         .extend([c3, s3]);
                 }
                 let (up, down) = (accepting.clone(), accepting.clone());
-                thread::spawn(move || pump(client, s2, &up));
-                thread::spawn(move || pump(server, c2, &down));
+                thread::spawn(move || pump(client, s2, &up, false));
+                thread::spawn(move || pump(server, c2, &down, true));
             }
         });
         TcpProxy { port, link }
@@ -92,9 +122,35 @@ impl TcpProxy {
         self.link.cut.store(true, Ordering::SeqCst);
     }
 
-    /// Lets the held bytes and all later ones through again.
+    /// Lets the held bytes and all later ones through again (ends a cut and a reply hold,
+    /// and disarms [`hold_replies_after`](Self::hold_replies_after)).
     pub fn heal(&self) {
+        *self
+            .link
+            .hold_replies_after
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner) = None;
+        self.link.replies_held.store(false, Ordering::SeqCst);
         self.link.cut.store(false, Ordering::SeqCst);
+    }
+
+    /// Holds every server → client byte from now on, while requests still reach the server:
+    /// the server runs (and commits) what it receives, and the client never hears about it.
+    pub fn hold_replies(&self) {
+        self.link.replies_held.store(true, Ordering::SeqCst);
+    }
+
+    /// Like [`hold_replies`](Self::hold_replies), but only from the moment a client → server
+    /// chunk containing `needle` has been forwarded (on any connection): the request carrying
+    /// it reaches the server, its reply and every later one are held. A test uses it to lose
+    /// the answer to one particular statement (say, the text of a claim or a `COMMIT`), which
+    /// no timing from outside can aim at. A needle split across two chunks is not seen.
+    pub fn hold_replies_after(&self, needle: &[u8]) {
+        *self
+            .link
+            .hold_replies_after
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner) = Some(needle.to_vec());
     }
 
     /// Delays every chunk of bytes by `delay`, in each direction (one-way latency).
@@ -103,8 +159,8 @@ impl TcpProxy {
         self.link.delay_us.store(us, Ordering::SeqCst);
     }
 
-    /// How many chunks of bytes a cut has held so far (in either direction): a test that cuts
-    /// the link checks this, so that a cut no traffic crossed cannot pass for a fault.
+    /// How many chunks of bytes a cut or a reply hold has held so far: a test that injects
+    /// either checks this, so that a fault no traffic crossed cannot pass for one.
     pub fn held(&self) -> u64 {
         self.link.held.load(Ordering::SeqCst)
     }
@@ -134,8 +190,9 @@ impl Drop for TcpProxy {
     }
 }
 
-/// Copies `from` to `to` chunk by chunk, holding chunks while the link is cut.
-fn pump(mut from: TcpStream, mut to: TcpStream, link: &Link) {
+/// Copies `from` to `to` chunk by chunk, holding chunks while the link is cut (and, towards
+/// the client, while replies are held).
+fn pump(mut from: TcpStream, mut to: TcpStream, link: &Link, to_client: bool) {
     let mut buf = [0u8; 16 * 1024];
     loop {
         let n = match from.read(&mut buf) {
@@ -146,14 +203,17 @@ fn pump(mut from: TcpStream, mut to: TcpStream, link: &Link) {
         if delay > 0 {
             thread::sleep(Duration::from_micros(delay));
         }
-        if link.cut.load(Ordering::SeqCst) {
+        if link.holding(to_client) {
             link.held.fetch_add(1, Ordering::SeqCst);
         }
-        while link.cut.load(Ordering::SeqCst) && !link.closed.load(Ordering::SeqCst) {
+        while link.holding(to_client) && !link.closed.load(Ordering::SeqCst) {
             thread::sleep(Duration::from_millis(5));
         }
         if to.write_all(&buf[..n]).is_err() {
             break;
+        }
+        if !to_client {
+            link.check_trigger(&buf[..n]);
         }
     }
     let _ = to.shutdown(Shutdown::Write);
