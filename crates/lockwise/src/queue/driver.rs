@@ -56,6 +56,10 @@ pub(crate) trait Driver: std::fmt::Debug + Send + Sync + 'static {
     /// Acknowledges the request's finished jobs as done, then claims up to its limit.
     async fn claim(&self, request: ClaimRequest<'_>) -> Result<Vec<Claimed>>;
 
+    /// Marks claimed jobs started (compare-and-set on id and attempt); returns the ids
+    /// confirmed.
+    async fn confirm_started(&self, claimed: &[(JobId, i32)]) -> Result<Vec<JobId>>;
+
     /// Marks jobs done (compare-and-set on id and attempt).
     async fn complete(&self, finished: &[(JobId, i32)]) -> Result<u64>;
 

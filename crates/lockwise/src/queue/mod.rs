@@ -9,7 +9,13 @@
 //!   its handler runs; the attempt number is the job's fencing token, and complete/fail are
 //!   compare-and-set on `(id, attempt)`, so a worker whose job was rescued cannot finish it
 //!   late.
-//! - **Reaper**: jobs whose lease expired go back to available (attempt counted) or to dead.
+//! - **Confirmed start**: a claimed job counts as started only once its worker, having received
+//!   the claim's answer, confirms it (one statement per batch); a claim whose answer was lost
+//!   costs no attempt.
+//! - **Local deadline**: a worker cancels a handler whose lease it can no longer vouch for,
+//!   before the database could give the job to another worker (see [`Worker`]).
+//! - **Reaper**: jobs whose lease expired go back to available (attempt counted if the start
+//!   was confirmed) or to dead.
 //! - **Retries** with exponential backoff and jitter, the error history kept; **dead letters**
 //!   listed, retried or purged; **idempotency keys**; enqueue inside the caller's transaction;
 //!   LISTEN/NOTIFY wake-up on PostgreSQL, with polling as the fallback (and the only way on
@@ -417,8 +423,14 @@ impl Queue {
     ///
     /// Not cancel safe: a claim whose reply is lost (the future dropped after the server ran
     /// it) leaves its jobs running under `worker`'s name, run by nobody, until their lease
-    /// expires and a reaper gives them back with the attempt counted. The acknowledgements
-    /// may or may not have been applied: pass them again, they are idempotent.
+    /// expires and a reaper gives them back. Their start was never
+    /// [confirmed](Self::confirm_started), so the attempt is not counted. The
+    /// acknowledgements may or may not have been applied: pass them again, they are
+    /// idempotent.
+    ///
+    /// Claimed jobs are not *started* yet: call [`confirm_started`](Self::confirm_started)
+    /// before running them, or the reaper takes an expired one for never started and does not
+    /// count the attempt (a handler that kills its process every time would then never die).
     pub async fn claim(
         &self,
         worker: &str,
@@ -434,6 +446,23 @@ impl Queue {
             finished,
         };
         self.driver.claim(request).await
+    }
+
+    /// Confirms that the worker received the claim of these `(id, attempt)` jobs and is about
+    /// to run them (compare-and-set on id and attempt); returns the ids confirmed, which are
+    /// the only ones to run. From then on an expired lease counts the attempt; before, the
+    /// reaper gives the job back as never started.
+    ///
+    /// # Cancel safety
+    ///
+    /// One statement, applied or not, and idempotent: after a dropped or failed call,
+    /// confirm again. A confirmation applied whose answer is lost counts the attempt if the
+    /// job then does not run: keep that window short by confirming right after the claim.
+    pub async fn confirm_started(&self, claimed: &[(JobId, i32)]) -> Result<Vec<JobId>> {
+        if claimed.is_empty() {
+            return Ok(Vec::new());
+        }
+        self.driver.confirm_started(claimed).await
     }
 
     /// Marks jobs done (compare-and-set on id and attempt); returns how many were.
@@ -492,8 +521,13 @@ impl Queue {
     }
 
     /// Rescues jobs of every queue in the store whose lease expired, unless another reaper is
-    /// at work (one at a time, under an advisory lock or `GET_LOCK`). Returns how many were
-    /// rescued.
+    /// at work (one at a time, under an advisory lock or `GET_LOCK`). A job whose start was
+    /// confirmed goes back with its attempt counted (or dies when they are used up); one whose
+    /// start never was goes back with one more attempt in its budget, so that the fencing
+    /// token still grows. Returns how many were rescued.
+    ///
+    /// The exclusion lives inside one round trip, released by the server whether or not the
+    /// answer reaches this process: a reaper cut off mid-reap never stops the others.
     ///
     /// # Cancel safety
     ///

@@ -25,14 +25,17 @@ macro_rules! sql {
 }
 
 const V1: &str = sql!("v1.sql");
+const V2: &str = sql!("v2.sql");
+const COLUMN_EXISTS: &str = sql!("column_exists.sql");
 const MIGRATE_LOCK: &str = sql!("migrate_lock.sql");
 const RELEASE_LOCK: &str = sql!("release_lock.sql");
-const REAPER_LOCK: &str = sql!("reaper_lock.sql");
 const READ_COMMITTED: &str = sql!("read_committed.sql");
 const ENQUEUE: &str = sql!("enqueue.sql");
 const CLAIM_LOCK: &str = sql!("claim_lock.sql");
 const CLAIM_UPDATE: &str = sql!("claim_update.sql");
 const CLAIM_FETCH: &str = sql!("claim_fetch.sql");
+const CONFIRM_STARTED: &str = sql!("confirm_started.sql");
+const CONFIRM_STARTED_OWNED: &str = sql!("confirm_started_owned.sql");
 const COMPLETE: &str = sql!("complete.sql");
 const FAIL: &str = sql!("fail.sql");
 const HEARTBEAT: &str = sql!("heartbeat.sql");
@@ -138,6 +141,23 @@ impl MysqlDriver {
         Ok(done.rows_affected())
     }
 
+    /// Applies the versions missing (under the migration lock): version 1 creates the table if
+    /// it is not there; each later version is applied when the column it adds is missing, so a
+    /// migration cut short by a crash (MySQL DDL is not transactional) is finished next time.
+    async fn apply_migrations(&self, conn: &mut MySqlConnection) -> Result<()> {
+        sqlx::raw_sql(self.sql(V1)).execute(&mut *conn).await?;
+        let has_started: i64 = sqlx::query_scalar(COLUMN_EXISTS)
+            .bind(&self.table)
+            .bind("started")
+            .fetch_one(&mut *conn)
+            .await?;
+        if has_started == 0 {
+            sqlx::raw_sql(self.sql(V2)).execute(&mut *conn).await?;
+            tracing::info!(version = 2, "queue tables migrated");
+        }
+        Ok(())
+    }
+
     async fn delete_finished(&self, queue: &str, state: &str, older_than: Duration) -> Result<u64> {
         self.migrate().await?;
         let deleted = sqlx::query(self.sql(DELETE_FINISHED))
@@ -185,10 +205,7 @@ impl Driver for MysqlDriver {
                     .bind(&lock)
                     .execute(&mut *conn)
                     .await?;
-                let created = sqlx::raw_sql(self.sql(V1))
-                    .execute(&mut *conn)
-                    .await
-                    .map_err(Error::from);
+                let created = self.apply_migrations(&mut conn).await;
                 sqlx::query(RELEASE_LOCK)
                     .bind(&lock)
                     .execute(&mut *conn)
@@ -255,6 +272,25 @@ impl Driver for MysqlDriver {
             .collect()
     }
 
+    async fn confirm_started(&self, claimed: &[(JobId, i32)]) -> Result<Vec<JobId>> {
+        let placeholders = pairs(claimed.len());
+        let update = self.sql_list(CONFIRM_STARTED, "{pairs}", &placeholders);
+        let matched = bind_pairs(sqlx::query(update), claimed)
+            .execute(&self.pool)
+            .await?
+            .rows_affected();
+        if matched == claimed.len() as u64 {
+            return Ok(claimed.iter().map(|(id, _)| *id).collect());
+        }
+        let owned = self.sql_list(CONFIRM_STARTED_OWNED, "{pairs}", &placeholders);
+        let mut owned = sqlx::query_scalar(owned);
+        for (id, attempt) in claimed {
+            owned = owned.bind(id.0).bind(attempt);
+        }
+        let owned: Vec<i64> = owned.fetch_all(&self.pool).await?;
+        Ok(owned.into_iter().map(JobId).collect())
+    }
+
     async fn complete(&self, finished: &[(JobId, i32)]) -> Result<u64> {
         if finished.is_empty() {
             return Ok(0);
@@ -312,22 +348,22 @@ impl Driver for MysqlDriver {
         self.migrate().await?;
         let mut conn = self.pool.acquire().await?;
         let lock = format!("{}:reaper", self.table);
-        let alone: Option<i64> = sqlx::query_scalar(REAPER_LOCK)
-            .bind(&lock)
-            .fetch_one(&mut *conn)
-            .await?;
-        if alone != Some(1) {
-            return Ok(0);
+        let reap = AssertSqlSafe(
+            REAP.replace("{jobs}", &self.table)
+                .replace("{lock}", &lock),
+        );
+        match sqlx::raw_sql(reap).execute(&mut *conn).await {
+            Ok(rescued) => Ok(rescued.rows_affected()),
+            Err(error) => {
+                // The statements stop at an error, perhaps with the lock taken and not
+                // released: release it (a no-op when this session does not hold it).
+                let _ = sqlx::query(RELEASE_LOCK)
+                    .bind(&lock)
+                    .execute(&mut *conn)
+                    .await;
+                Err(error.into())
+            }
         }
-        let rescued = sqlx::query(self.sql(REAP))
-            .execute(&mut *conn)
-            .await
-            .map_err(Error::from);
-        sqlx::query(RELEASE_LOCK)
-            .bind(&lock)
-            .execute(&mut *conn)
-            .await?;
-        Ok(rescued?.rows_affected())
     }
 
     async fn stats(&self, queue: &str) -> Result<Stats> {

@@ -22,7 +22,10 @@ use crate::error::{Error, Result};
 const VACUUM_DEAD_TUPLES: i64 = 10_000;
 
 /// The versioned migrations of the queue schema.
-const MIGRATIONS: &[(i32, &str)] = &[(1, include_str!("../../sql/postgres/queue/v1.sql"))];
+const MIGRATIONS: &[(i32, &str)] = &[
+    (1, include_str!("../../sql/postgres/queue/v1.sql")),
+    (2, include_str!("../../sql/postgres/queue/v2.sql")),
+];
 
 /// The SQL of one queue schema, with the schema name (and channel) filled in once.
 #[derive(Debug)]
@@ -33,11 +36,11 @@ struct Statements {
     migration_applied: String,
     enqueue: String,
     claim: String,
+    confirm_started: String,
     complete: String,
     fail: String,
     heartbeat: String,
     hand_back: String,
-    reaper_lock: String,
     reap: String,
     vacuum_dead_tuples: String,
     vacuum_lock: String,
@@ -65,11 +68,11 @@ impl Statements {
             migration_applied: sql!("migration_applied.sql"),
             enqueue: sql!("enqueue.sql"),
             claim: sql!("claim.sql"),
+            confirm_started: sql!("confirm_started.sql"),
             complete: sql!("complete.sql"),
             fail: sql!("fail.sql"),
             heartbeat: sql!("heartbeat.sql"),
             hand_back: sql!("hand_back.sql"),
-            reaper_lock: sql!("reaper_lock.sql"),
             reap: sql!("reap.sql"),
             vacuum_dead_tuples: sql!("vacuum_dead_tuples.sql"),
             vacuum_lock: sql!("vacuum_lock.sql"),
@@ -274,6 +277,16 @@ impl Driver for PgDriver {
             .collect()
     }
 
+    async fn confirm_started(&self, claimed: &[(JobId, i32)]) -> Result<Vec<JobId>> {
+        let (ids, attempts) = columns(claimed);
+        let started: Vec<i64> = sqlx::query_scalar(q(&self.sql.confirm_started))
+            .bind(&ids)
+            .bind(&attempts)
+            .fetch_all(&self.pool)
+            .await?;
+        Ok(started.into_iter().map(JobId).collect())
+    }
+
     async fn complete(&self, finished: &[(JobId, i32)]) -> Result<u64> {
         self.migrate().await?;
         let (ids, attempts) = columns(finished);
@@ -321,16 +334,10 @@ impl Driver for PgDriver {
 
     async fn reap(&self) -> Result<u64> {
         self.migrate().await?;
-        let mut tx = self.pool.begin().await?;
-        let alone: bool = sqlx::query_scalar(q(&self.sql.reaper_lock))
+        let rescued = sqlx::query(q(&self.sql.reap))
             .bind(ADVISORY_CLASS)
-            .fetch_one(&mut *tx)
+            .execute(&self.pool)
             .await?;
-        if !alone {
-            return Ok(0);
-        }
-        let rescued = sqlx::query(q(&self.sql.reap)).execute(&mut *tx).await?;
-        tx.commit().await?;
         if rescued.rows_affected() > 0 {
             tracing::warn!(
                 jobs = rescued.rows_affected(),

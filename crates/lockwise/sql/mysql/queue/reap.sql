@@ -1,10 +1,25 @@
--- Rescues jobs whose lease expired: back to available with the attempt counted, or dead when
--- the attempts are used up. Assigned left to right like fail.sql. No parameters.
+-- Rescues jobs whose lease expired (their worker died, froze or lost its link). A job whose
+-- start was confirmed goes back to available with the attempt counted, or dead when the
+-- attempts are used up; one whose start never was (the claim's answer never reached its
+-- worker) goes back with one more attempt in its budget: it did not run, and the attempt
+-- number, its fencing token, still only grows. Assigned left to right like fail.sql: `started`
+-- and `max_attempts` are read before they change.
+-- Three statements sent in one round trip (no parameters: {lock} is the validated table name
+-- plus ':reaper'), so the server takes the reaper lock, reaps and releases the lock whether
+-- or not the answer reaches the reaper: a reaper whose link is cut mid-reap cannot keep the
+-- others from rescuing. The lock's name is fixed: other versions agree on it.
+SET @lockwise_reaper = GET_LOCK('{lock}', 0);
 UPDATE {jobs} SET
        errors = JSON_ARRAY_APPEND(COALESCE(errors, '[]'), '$',
-         JSON_OBJECT('attempt', attempt, 'at', NOW(6), 'error', 'lease expired')),
-       last_error = CONCAT('lease expired (worker ', COALESCE(worker, '?'), ')'),
-       finished_at = IF(attempt >= max_attempts, NOW(6), NULL),
+         JSON_OBJECT('attempt', attempt, 'at', NOW(6),
+                     'error', IF(started, 'lease expired', 'never started'))),
+       last_error = IF(started,
+         CONCAT('lease expired (worker ', COALESCE(worker, '?'), ')'),
+         CONCAT('never started: the claim was not confirmed (worker ', COALESCE(worker, '?'), ')')),
+       finished_at = IF(started AND attempt >= max_attempts, NOW(6), NULL),
+       state = IF(started AND attempt >= max_attempts, 'dead', 'available'),
+       max_attempts = IF(started, max_attempts, max_attempts + 1),
        run_at = NOW(6), lease_until = NULL,
-       state = IF(attempt >= max_attempts, 'dead', 'available')
- WHERE state = 'running' AND lease_until < NOW(6)
+       started = 1
+ WHERE state = 'running' AND lease_until < NOW(6) AND @lockwise_reaper = 1;
+DO IF(@lockwise_reaper = 1, RELEASE_LOCK('{lock}'), 0)

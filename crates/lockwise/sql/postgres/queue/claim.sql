@@ -3,7 +3,8 @@
 -- updates exactly those: never the `WHERE id IN (SELECT … LIMIT n)` form, which some plans
 -- evaluate more than once and so update more than n rows.
 -- $1 queue, $2 batch size, $3 lease (seconds), $4 worker id,
--- $5 finished job ids, $6 their attempts (completion is compare-and-set on id and attempt)
+-- $5 finished job ids, $6 their attempts (completion is compare-and-set on id and attempt).
+-- Claimed jobs are not started until the worker confirms them (confirm_started.sql).
 WITH done AS (
     UPDATE {schema}.jobs j
        SET state = 'done', finished_at = now(), lease_until = NULL
@@ -22,6 +23,7 @@ next AS MATERIALIZED (
 UPDATE {schema}.jobs j
    SET state = 'running',
        attempt = j.attempt + 1,
+       started = false,
        lease_until = now() + make_interval(secs => $3),
        worker = $4
   FROM next
