@@ -1,25 +1,45 @@
-//! The worker runtime: claims batches, runs handlers with bounded concurrency, heartbeats
-//! their leases, acknowledges completions in the next claim, retries failures with backoff,
-//! reaps expired leases, and shuts down gracefully.
+//! The worker runtime: claims batches, confirms their start, runs handlers with bounded
+//! concurrency, heartbeats their leases and cancels a handler whose lease may be gone,
+//! acknowledges completions in the next claim, retries failures with backoff, reaps expired
+//! leases, and shuts down gracefully.
 
-use std::collections::HashMap;
+use std::collections::{HashMap, HashSet};
 use std::fmt::Display;
 use std::future::Future;
 use std::sync::{Arc, Mutex, PoisonError};
 use std::time::Duration;
 
+use futures_util::StreamExt;
+use futures_util::stream::FuturesUnordered;
 use serde_json::Value;
-use tokio::sync::{Notify, Semaphore, mpsc};
+use tokio::sync::{Notify, Semaphore, mpsc, watch};
 use tokio::task::{AbortHandle, JoinSet};
-use tokio::time::{Instant, sleep, timeout};
+use tokio::time::{Instant, sleep, sleep_until, timeout, timeout_at};
 use tokio_util::sync::CancellationToken;
 
-use super::{JobId, Queue};
+use super::{Claimed, JobId, Queue};
 use crate::error::Result;
+use crate::lease::drift;
 use crate::options::Retry;
 
-/// The handlers in flight: attempt and task of each job.
-type Running = Arc<Mutex<HashMap<JobId, (i32, AbortHandle)>>>;
+/// One handler in flight.
+struct RunningJob {
+    attempt: i32,
+    task: AbortHandle,
+    /// The job's local deadline (see [`Worker`]): moved forward by successful heartbeats,
+    /// watched by the execution, which cancels the handler when it passes.
+    deadline: watch::Sender<Instant>,
+}
+
+/// The handlers in flight, by job.
+type Running = Arc<Mutex<HashMap<JobId, RunningJob>>>;
+
+/// How long this process may trust a lease of `lease` counted from the moment its request
+/// left: the database counts from when *it* ran the statement, which is later, and clocks
+/// drift a little (the same margin as a lock's, [`crate::lease`]).
+fn trusted(sent: Instant, lease: Duration) -> Instant {
+    sent + lease.saturating_sub(drift(lease))
+}
 
 /// Aborts every handler still in flight when dropped: with it, dropping [`Worker::run`]'s
 /// future stops its handlers instead of leaving them running unsupervised.
@@ -28,8 +48,8 @@ struct AbortHandlers(Running);
 impl Drop for AbortHandlers {
     fn drop(&mut self) {
         let mut running = self.0.lock().unwrap_or_else(PoisonError::into_inner);
-        for (_, (_, task)) in running.drain() {
-            task.abort();
+        for (_, job) in running.drain() {
+            job.task.abort();
         }
     }
 }
@@ -48,6 +68,16 @@ pub struct JobContext {
     pub queue: String,
     /// What was enqueued.
     pub payload: Value,
+    deadline: watch::Receiver<Instant>,
+}
+
+impl JobContext {
+    /// The moment this worker stops trusting the job's lease unless a heartbeat renews it:
+    /// the handler is cancelled then (see [`Worker`]). A handler with a commit point of its
+    /// own can check it before an irreversible step.
+    pub fn deadline(&self) -> Instant {
+        *self.deadline.borrow()
+    }
 }
 
 /// What a worker did before it stopped.
@@ -60,9 +90,47 @@ pub struct WorkerReport {
     pub failed: u64,
     /// Jobs given back unfinished at shutdown.
     pub handed_back: u64,
+    /// Handlers cancelled because their job's local deadline passed without a successful
+    /// heartbeat (the lease may have gone to another worker). Neither done nor failed: the
+    /// reaper gives the job back.
+    pub lease_lost: u64,
+    /// Claimed jobs never started because the start could not be confirmed before their
+    /// deadline (a claim whose reply came too late counts nowhere: it never arrived). The
+    /// reaper gives them back without counting the attempt.
+    pub not_started: u64,
 }
 
 /// Runs handlers for one [`Queue`], on either database. See the [module docs](super).
+///
+/// # A job's lease is a lease
+///
+/// The database rescues a job once its lease expired on *its* clock, and then another worker
+/// may run it; this worker cannot see that happen while its link to the database is down. So
+/// it keeps a **local deadline** per job, the lock's rule ([`crate::lease`]):
+///
+/// ```text
+/// deadline = claim sent + lease − drift(lease)
+/// ```
+///
+/// counted from the instant the claim left this process, which is earlier than the instant
+/// the database started counting. Only a heartbeat that *succeeded* for the job moves it, to
+/// `heartbeat sent + lease − drift`. Heartbeats start every third of the lease and each stays
+/// in flight until its answer could no longer move the deadline, so a slow answer still
+/// counts and the next heartbeat does not wait for it. When the deadline passes, the handler
+/// is **cancelled** (its future dropped; `lockwise queue work` kills the command's process
+/// group then) before any other worker can have the job, and the execution is neither
+/// completed nor failed: the reaper gives the job back, with the attempt fencing that keeps a
+/// late completion out.
+///
+/// # An attempt that never started is not a failed attempt
+///
+/// A claim marks its jobs running but not *started*. As soon as the claim's answer arrives,
+/// the worker confirms the start of those jobs in one statement (compare-and-set on id and
+/// attempt) and starts only the handlers confirmed before their deadline. A claim whose answer
+/// is lost therefore leaves unconfirmed jobs, which the reaper gives back without counting the
+/// attempt: a job is not dead-lettered with zero executions because a reply went missing.
+/// The claim, the confirmation, the reaper and the table upkeep are all bounded by a timeout,
+/// so a lost answer never hangs the worker.
 #[derive(Debug, Clone)]
 pub struct Worker {
     queue: Queue,
@@ -80,6 +148,8 @@ pub struct Worker {
 enum Outcome {
     Done,
     Failed(String),
+    /// Cancelled at the job's local deadline: neither done nor failed.
+    LeaseLost,
 }
 
 struct Finished {
@@ -124,7 +194,8 @@ impl Worker {
     }
 
     /// The lease of a claimed job (at least 1 s), renewed every third of it while the handler
-    /// runs; a job whose worker stops renewing is rescued by the reaper after it.
+    /// runs; a job whose worker stops renewing is rescued by the reaper after it, and its
+    /// handler is cancelled at the job's local deadline, before that (see [`Worker`]).
     pub fn lease(mut self, lease: Duration) -> Self {
         self.lease = lease.max(Duration::from_secs(1));
         self
@@ -168,7 +239,8 @@ impl Worker {
 
     /// Runs until `shutdown` is cancelled: then stops claiming, lets in-flight jobs finish
     /// within the grace period, and gives the rest back. Handler errors *and panics* are
-    /// recorded as failed attempts.
+    /// recorded as failed attempts; a handler cancelled at its job's local deadline is not
+    /// (see [`Worker`]).
     ///
     /// # Cancel safety
     ///
@@ -222,40 +294,65 @@ impl Worker {
             let free = slots.available_permits().min(self.batch);
             let mut claimed_full = false;
             if free > 0 || !acks.is_empty() {
-                let jobs = match self.queue.claim(&self.id, free, self.lease, &acks).await {
-                    Ok(jobs) => {
+                // The jobs' deadline counts from this instant, before the request leaves.
+                let sent = Instant::now();
+                let deadline = trusted(sent, self.lease);
+                // Bounded: past the deadline the answer is useless (the jobs must not start),
+                // and a lost answer must not hang the worker.
+                let claimed = timeout_at(
+                    deadline,
+                    self.queue.claim(&self.id, free, self.lease, &acks),
+                )
+                .await;
+                let jobs = match claimed {
+                    Ok(Ok(jobs)) => {
                         acks.clear();
                         jobs
                     }
-                    Err(error) => {
+                    Ok(Err(error)) => {
                         tracing::warn!(%error, "claim failed; retrying");
                         sleep(self.poll.min(Duration::from_secs(1))).await;
                         continue;
                     }
+                    Err(_) => {
+                        tracing::warn!(
+                            "no answer to a claim before its lease would have run out; jobs it \
+                             may have claimed come back through the reaper, attempt not counted"
+                        );
+                        continue;
+                    }
                 };
                 claimed_full = free > 0 && jobs.len() == free;
+                let jobs = self.confirm_start(jobs, deadline, &mut report).await;
                 for job in jobs {
                     let Ok(permit) = slots.clone().try_acquire_owned() else {
                         break; // cannot happen: we claimed at most the free slots
                     };
+                    let (deadline_tx, deadline_rx) = watch::channel(deadline);
                     let ctx = JobContext {
                         id: job.id,
                         attempt: job.attempt,
                         max_attempts: job.max_attempts,
                         queue: self.queue.name().to_owned(),
                         payload: job.payload,
+                        deadline: deadline_rx.clone(),
                     };
                     let task = execute(
                         handler.clone(),
                         ctx,
                         self.timeout,
+                        deadline_rx,
                         finished_tx.clone(),
                         permit,
                     );
-                    running
-                        .lock()
-                        .unwrap_or_else(PoisonError::into_inner)
-                        .insert(job.id, (job.attempt, task));
+                    running.lock().unwrap_or_else(PoisonError::into_inner).insert(
+                        job.id,
+                        RunningJob {
+                            attempt: job.attempt,
+                            task,
+                            deadline: deadline_tx,
+                        },
+                    );
                 }
             }
             if claimed_full {
@@ -290,9 +387,9 @@ impl Worker {
             let mut running = running.lock().unwrap_or_else(PoisonError::into_inner);
             running
                 .drain()
-                .map(|(id, (attempt, task))| {
-                    task.abort();
-                    (id, attempt)
+                .map(|(id, job)| {
+                    job.task.abort();
+                    (id, job.attempt)
                 })
                 .collect()
         };
@@ -302,20 +399,60 @@ impl Worker {
         Ok(report)
     }
 
+    /// Confirms the start of freshly claimed jobs and returns those confirmed before
+    /// `deadline`: only they may run. The statement is idempotent, so it is retried until the
+    /// deadline when it fails; jobs left unconfirmed come back through the reaper without
+    /// their attempt counted.
+    async fn confirm_start(
+        &self,
+        jobs: Vec<Claimed>,
+        deadline: Instant,
+        report: &mut WorkerReport,
+    ) -> Vec<Claimed> {
+        if jobs.is_empty() {
+            return jobs;
+        }
+        let claimed: Vec<(JobId, i32)> = jobs.iter().map(|j| (j.id, j.attempt)).collect();
+        let confirmed: HashSet<JobId> = loop {
+            match timeout_at(deadline, self.queue.confirm_started(&claimed)).await {
+                Ok(Ok(ids)) => break ids.into_iter().collect(),
+                Ok(Err(error)) if Instant::now() < deadline => {
+                    tracing::warn!(%error, "confirming the start of claimed jobs failed; retrying");
+                    sleep(Duration::from_millis(50)).await;
+                }
+                _ => {
+                    tracing::warn!(
+                        jobs = claimed.len(),
+                        "could not confirm the start of claimed jobs before their deadline; \
+                         they come back through the reaper, attempt not counted"
+                    );
+                    break HashSet::new();
+                }
+            }
+        };
+        let (start, skip): (Vec<Claimed>, Vec<Claimed>) =
+            jobs.into_iter().partition(|j| confirmed.contains(&j.id));
+        report.not_started += skip.len() as u64;
+        start
+    }
+
     /// Books one finished execution: success is acknowledged with the next claim; a failure
-    /// is recorded now.
+    /// is recorded now; a handler cancelled at its deadline is only counted.
     async fn settle(
         &self,
         f: Finished,
-        running: &Mutex<HashMap<JobId, (i32, AbortHandle)>>,
+        running: &Mutex<HashMap<JobId, RunningJob>>,
         acks: &mut Vec<(JobId, i32)>,
         report: &mut WorkerReport,
     ) {
-        running
-            .lock()
-            .unwrap_or_else(PoisonError::into_inner)
-            .remove(&f.id);
+        {
+            let mut running = running.lock().unwrap_or_else(PoisonError::into_inner);
+            if running.get(&f.id).is_some_and(|j| j.attempt == f.attempt) {
+                running.remove(&f.id);
+            }
+        }
         match f.outcome {
+            Outcome::LeaseLost => report.lease_lost += 1,
             Outcome::Done => {
                 acks.push((f.id, f.attempt));
                 report.done += 1;
@@ -339,11 +476,13 @@ impl Worker {
     }
 }
 
-/// Runs one handler in a task of its own (so a panic is caught) under the execution timeout.
+/// Runs one handler in a task of its own (so a panic is caught) under the execution timeout,
+/// and cancels it when the job's local deadline passes.
 fn execute<H, Fut, E>(
     handler: Arc<H>,
     ctx: JobContext,
     limit: Option<Duration>,
+    mut deadline: watch::Receiver<Instant>,
     finished: mpsc::UnboundedSender<Finished>,
     permit: tokio::sync::OwnedSemaphorePermit,
 ) -> AbortHandle
@@ -353,24 +492,47 @@ where
     E: Display + Send + 'static,
 {
     let (id, attempt) = (ctx.id, ctx.attempt);
-    let inner = tokio::spawn(handler(ctx));
+    let mut inner = tokio::spawn(handler(ctx));
     let abort = inner.abort_handle();
-    let stop_on_timeout = inner.abort_handle();
+    let stop = inner.abort_handle();
     tokio::spawn(async move {
-        let outcome = match limit {
-            Some(limit) => timeout(limit, inner).await,
-            None => Ok(inner.await),
-        };
-        let outcome = match outcome {
-            Ok(Ok(Ok(()))) => Outcome::Done,
-            Ok(Ok(Err(e))) => Outcome::Failed(e.to_string()),
-            Ok(Err(join)) if join.is_panic() => {
-                Outcome::Failed(format!("handler panicked: {}", panic_message(join)))
-            }
-            Ok(Err(_)) => return, // aborted at shutdown: handed back
-            Err(_) => {
-                stop_on_timeout.abort();
-                Outcome::Failed(format!("timed out after {:?}", limit.unwrap_or_default()))
+        let limit_at = limit.map(|limit| Instant::now() + limit);
+        // Whether the deadline can still move (its sender lives in the running map).
+        let mut renewable = true;
+        let outcome = loop {
+            let lease_ends = *deadline.borrow_and_update();
+            tokio::select! {
+                joined = &mut inner => break match joined {
+                    Ok(Ok(())) => Outcome::Done,
+                    Ok(Err(e)) => Outcome::Failed(e.to_string()),
+                    Err(join) if join.is_panic() => {
+                        Outcome::Failed(format!("handler panicked: {}", panic_message(join)))
+                    }
+                    Err(_) => return, // aborted: handed back at shutdown, or rescued elsewhere
+                },
+                () = sleep_until(limit_at.unwrap_or(lease_ends)), if limit_at.is_some_and(|at| at < lease_ends) => {
+                    stop.abort();
+                    let _ = (&mut inner).await;
+                    break Outcome::Failed(format!("timed out after {:?}", limit.unwrap_or_default()));
+                }
+                () = sleep_until(lease_ends) => {
+                    if *deadline.borrow() > Instant::now() {
+                        continue; // renewed just now
+                    }
+                    stop.abort();
+                    // Wait until the handler's future is dropped: only then is it stopped.
+                    let _ = (&mut inner).await;
+                    tracing::warn!(
+                        %id,
+                        attempt,
+                        late_ms = lease_ends.elapsed().as_millis(),
+                        "no successful heartbeat before the job's deadline: handler cancelled"
+                    );
+                    break Outcome::LeaseLost;
+                }
+                changed = deadline.changed(), if renewable => {
+                    renewable = changed.is_ok();
+                }
             }
         };
         drop(permit);
@@ -392,37 +554,82 @@ fn panic_message(join: tokio::task::JoinError) -> String {
         .unwrap_or_else(|| "(no message)".to_owned())
 }
 
-/// Extends the leases of running jobs every third of the lease.
+/// The answer to one heartbeat, with what it was sent for.
+struct Beat {
+    sent: Instant,
+    jobs: Vec<(JobId, i32)>,
+    /// `None`: no answer while it could still have moved a deadline.
+    answer: Option<Result<Vec<JobId>>>,
+}
+
+/// Extends the leases of running jobs every third of the lease, and moves the local deadline
+/// of each job a heartbeat extended. Each heartbeat stays in flight until its answer could no
+/// longer move a deadline (`sent + lease − drift`); the next one starts on schedule anyway.
 async fn heartbeat(queue: Queue, running: Running, lease: Duration, stop: CancellationToken) {
+    let every = lease / 3;
+    let mut next = Instant::now() + every;
+    let mut in_flight = FuturesUnordered::new();
     loop {
         tokio::select! {
             _ = stop.cancelled() => return,
-            _ = sleep(lease / 3) => {}
-        }
-        let jobs: Vec<(JobId, i32)> = running
-            .lock()
-            .unwrap_or_else(PoisonError::into_inner)
-            .iter()
-            .map(|(id, (attempt, _))| (*id, *attempt))
-            .collect();
-        if jobs.is_empty() {
-            continue;
-        }
-        match queue.heartbeat(&jobs, lease).await {
-            Ok(owned) if owned.len() < jobs.len() => {
-                // Rescued elsewhere: stop the handlers that no longer own their job.
-                let mut running = running.lock().unwrap_or_else(PoisonError::into_inner);
-                for (id, _) in &jobs {
-                    if !owned.contains(id)
-                        && let Some((_, task)) = running.remove(id)
-                    {
-                        tracing::warn!(%id, "lease lost; stopping the handler");
-                        task.abort();
+            () = sleep_until(next) => {
+                next = Instant::now() + every;
+                let now = Instant::now();
+                let jobs: Vec<(JobId, i32)> = running
+                    .lock()
+                    .unwrap_or_else(PoisonError::into_inner)
+                    .iter()
+                    // A job past its deadline is being cancelled: extending its lease would
+                    // only delay its rescue.
+                    .filter(|(_, job)| *job.deadline.borrow() > now)
+                    .map(|(id, job)| (*id, job.attempt))
+                    .collect();
+                if jobs.is_empty() {
+                    continue;
+                }
+                let queue = queue.clone();
+                let sent = Instant::now();
+                in_flight.push(async move {
+                    let answer = timeout_at(trusted(sent, lease), queue.heartbeat(&jobs, lease))
+                        .await
+                        .ok();
+                    Beat { sent, jobs, answer }
+                });
+            }
+            Some(beat) = in_flight.next(), if !in_flight.is_empty() => {
+                let beat: Beat = beat;
+                match beat.answer {
+                    Some(Ok(owned)) => extended(&running, &beat.jobs, &owned, trusted(beat.sent, lease)),
+                    Some(Err(error)) => {
+                        tracing::warn!(%error, "heartbeat failed; handlers run on until their deadline")
                     }
+                    None => tracing::warn!("no heartbeat answer in time; handlers run on until their deadline"),
                 }
             }
-            Ok(_) => {}
-            Err(error) => tracing::warn!(%error, "heartbeat failed"),
+        }
+    }
+}
+
+/// Books a heartbeat's answer: the jobs it extended trust their lease until `until`; those it
+/// found rescued elsewhere stop at once.
+fn extended(running: &Running, sent_for: &[(JobId, i32)], owned: &[JobId], until: Instant) {
+    let owned: HashSet<JobId> = owned.iter().copied().collect();
+    let mut running = running.lock().unwrap_or_else(PoisonError::into_inner);
+    for (id, attempt) in sent_for {
+        let Some(job) = running.get(id).filter(|job| job.attempt == *attempt) else {
+            continue; // finished meanwhile
+        };
+        if owned.contains(id) {
+            job.deadline.send_if_modified(|deadline| {
+                let later = until > *deadline;
+                if later {
+                    *deadline = until;
+                }
+                later
+            });
+        } else if let Some(job) = running.remove(id) {
+            tracing::warn!(%id, "lease lost; stopping the handler");
+            job.task.abort();
         }
     }
 }
@@ -437,13 +644,18 @@ async fn reaper(queue: Queue, lease: Duration, stop: CancellationToken) {
             _ = stop.cancelled() => return,
             _ = sleep(maintenance.min(lease / 2)) => {}
         }
-        if let Err(error) = queue.maintain().await {
-            tracing::warn!(%error, "table maintenance failed");
+        // Bounded, so that a lost answer does not stop this worker's reaping for good.
+        match timeout(lease, queue.maintain()).await {
+            Ok(Ok(())) => {}
+            Ok(Err(error)) => tracing::warn!(%error, "table maintenance failed"),
+            Err(_) => tracing::warn!("table maintenance got no answer in time"),
         }
         if Instant::now() >= next_reap {
             next_reap = Instant::now() + lease / 2;
-            if let Err(error) = queue.reap().await {
-                tracing::warn!(%error, "reaping failed");
+            match timeout(lease, queue.reap()).await {
+                Ok(Ok(_)) => {}
+                Ok(Err(error)) => tracing::warn!(%error, "reaping failed"),
+                Err(_) => tracing::warn!("reaping got no answer in time"),
             }
         }
     }
