@@ -255,9 +255,7 @@ where
 }
 
 /// Stops a worker: its report, or `None` when it did not stop within 10 s (then aborted).
-async fn stop_worker(
-    task: JoinHandle<lockwise::Result<WorkerReport>>,
-) -> Option<WorkerReport> {
+async fn stop_worker(task: JoinHandle<lockwise::Result<WorkerReport>>) -> Option<WorkerReport> {
     let abort = task.abort_handle();
     match timeout(Duration::from_secs(10), task).await {
         Ok(joined) => Some(joined.unwrap().unwrap()),
@@ -285,10 +283,14 @@ async fn a_cut_off_worker_cancels_its_handlers_before_anyone_else_runs_the_job(d
     // The proxied worker takes two jobs first; the healthy ones take the rest and keep free
     // slots, so that a rescued job would run again at once.
     let cut_off = start(worker(&via_proxy, 2), &log, 0, run_for, &stop);
-    wait_for(Duration::from_secs(10), "the proxied worker's two jobs", || {
-        let log = log.clone();
-        async move { log.all().iter().filter(|e| e.worker == 0).count() == 2 }
-    })
+    wait_for(
+        Duration::from_secs(10),
+        "the proxied worker's two jobs",
+        || {
+            let log = log.clone();
+            async move { log.all().iter().filter(|e| e.worker == 0).count() == 2 }
+        },
+    )
     .await;
     let healthy: Vec<_> = (1..=2)
         .map(|i| start(worker(&q, 4), &log, i, run_for, &stop))
@@ -357,7 +359,10 @@ async fn a_cut_off_worker_cancels_its_handlers_before_anyone_else_runs_the_job(d
         .collect();
     let cut_to_cancel: Vec<u128> = cancelled
         .iter()
-        .filter_map(|e| e.end.map(|end| end.saturating_duration_since(cut_at).as_millis()))
+        .filter_map(|e| {
+            e.end
+                .map(|end| end.saturating_duration_since(cut_at).as_millis())
+        })
         .collect();
     println!(
         "R15 {db:?}: {} executions of {JOBS} jobs, {overlaps} overlaps ({overlap_total:?} in all), \
@@ -372,7 +377,10 @@ async fn a_cut_off_worker_cancels_its_handlers_before_anyone_else_runs_the_job(d
         hit.len(),
         cancelled.len(),
     );
-    assert!(held >= 2, "the cut held {held} chunks: too few to be a fault");
+    assert!(
+        held >= 2,
+        "the cut held {held} chunks: too few to be a fault"
+    );
     assert!(
         !hit.is_empty(),
         "no job of the proxied worker was running when the link was cut"
@@ -381,7 +389,10 @@ async fn a_cut_off_worker_cancels_its_handlers_before_anyone_else_runs_the_job(d
         overlaps, 0,
         "two executions of one job overlapped {overlaps} times ({overlap_total:?})"
     );
-    assert!(done_in_time, "not every job was done within 60 s: {stats:?}");
+    assert!(
+        done_in_time,
+        "not every job was done within 60 s: {stats:?}"
+    );
     assert_eq!((stats.done, stats.dead), (JOBS as i64, 0), "{stats:?}");
     for e in &hit {
         assert!(e.cancelled, "a cut-off handler ran to its end: {e:?}");

@@ -348,10 +348,7 @@ impl Driver for MysqlDriver {
         self.migrate().await?;
         let mut conn = self.pool.acquire().await?;
         let lock = format!("{}:reaper", self.table);
-        let reap = AssertSqlSafe(
-            REAP.replace("{jobs}", &self.table)
-                .replace("{lock}", &lock),
-        );
+        let reap = AssertSqlSafe(REAP.replace("{jobs}", &self.table).replace("{lock}", &lock));
         match sqlx::raw_sql(reap).execute(&mut *conn).await {
             Ok(rescued) => Ok(rescued.rows_affected()),
             Err(error) => {

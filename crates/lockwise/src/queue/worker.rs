@@ -345,14 +345,17 @@ impl Worker {
                         finished_tx.clone(),
                         permit,
                     );
-                    running.lock().unwrap_or_else(PoisonError::into_inner).insert(
-                        job.id,
-                        RunningJob {
-                            attempt: job.attempt,
-                            task,
-                            deadline: deadline_tx,
-                        },
-                    );
+                    running
+                        .lock()
+                        .unwrap_or_else(PoisonError::into_inner)
+                        .insert(
+                            job.id,
+                            RunningJob {
+                                attempt: job.attempt,
+                                task,
+                                deadline: deadline_tx,
+                            },
+                        );
                 }
             }
             if claimed_full {
