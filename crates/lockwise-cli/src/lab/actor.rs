@@ -544,6 +544,14 @@ impl Actor {
                 tokio::time::sleep(Duration::from_millis(50)).await;
                 continue;
             }
+            // Run only what the store knows we received: a claim whose reply is lost is not
+            // counted as an attempt.
+            let pairs: Vec<_> = claimed.iter().map(|j| (j.id, j.attempt)).collect();
+            let confirmed = queue.confirm_started(&pairs).await?;
+            let claimed: Vec<_> = claimed
+                .into_iter()
+                .filter(|j| confirmed.contains(&j.id))
+                .collect();
             let ids: Vec<String> = claimed.iter().map(|j| j.id.0.to_string()).collect();
             self.event(What::Note {
                 text: format!(
