@@ -87,10 +87,11 @@ fn main() -> ExitCode {
     ExitCode::from(code)
 }
 
-/// Diagnostics go to stderr only; `LOCKWISE_LOG` sets the filter (default `warn`).
+/// Diagnostics go to stderr only; `LOCKWISE_LOG` sets the filter (default `warn`, with sqlx's
+/// slow-statement notices left out: lockwise reports a database that does not answer itself).
 fn init_tracing() {
     let filter = tracing_subscriber::EnvFilter::try_from_env("LOCKWISE_LOG")
-        .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("warn"));
+        .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("warn,sqlx::query=error"));
     tracing_subscriber::fmt()
         .with_env_filter(filter)
         .with_writer(std::io::stderr)

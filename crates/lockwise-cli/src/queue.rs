@@ -158,8 +158,24 @@ struct PurgeArgs {
     older_than: Duration,
 }
 
+/// How long a one-shot queue command (everything but `work`) may take, connecting included,
+/// before it gives up with exit 69: a database that does not answer (a partition, a stalled
+/// server) never hangs it.
+const ONE_SHOT_BOUND: Duration = Duration::from_secs(10);
+
 pub(crate) async fn run(args: QueueArgs) -> u8 {
-    match dispatch(args.command).await {
+    let outcome = match args.command {
+        QueueCommand::Work(a) => work(a).await,
+        command => tokio::time::timeout(ONE_SHOT_BOUND, dispatch(command))
+            .await
+            .unwrap_or_else(|_| {
+                Err(Failure {
+                    code: exit::BACKEND,
+                    message: format!("no answer from the database within {ONE_SHOT_BOUND:?}"),
+                })
+            }),
+    };
+    match outcome {
         Ok(code) => code,
         Err(failure) => failure.report(),
     }
@@ -249,7 +265,7 @@ async fn dispatch(command: QueueCommand) -> Result<u8, Failure> {
             };
             eprintln!("lockwise: purged {purged} dead jobs");
         }
-        QueueCommand::Work(a) => return work(a).await,
+        QueueCommand::Work(a) => return work(a).await, // (not bounded: it runs until stopped)
     }
     Ok(0)
 }

@@ -176,6 +176,53 @@ fn a_release_ends_within_the_call_timeout(server: Server) {
     );
 }
 
+/// A one-shot queue command whose statement gets no answer (its reply held by the proxy: the
+/// link is cut after the request went out) ends with exit 69 at its 10 s bound.
+fn a_queue_command_ends_within_its_bound(server: Server) {
+    let proxy = TcpProxy::start(server.port);
+    let mut url = server.through(&proxy);
+    if url.starts_with("postgres") {
+        url.push_str("?sslmode=disable"); // plaintext, so the proxy can see the statement
+    }
+    let stats = || {
+        Command::new(BIN)
+            .args(["queue", "stats", "--url", &url, "--queue", "q"])
+            .env_remove("LOCKWISE_URL")
+            .output()
+            .unwrap()
+    };
+    assert!(stats().status.success(), "stats answers through the proxy");
+    proxy.hold_replies_after(b"Job counts of one queue");
+    let started = Instant::now();
+    let out = stats();
+    let took = started.elapsed();
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    println!(
+        "queue stats whose answer never comes: exit {:?} after {took:?}: {}",
+        out.status.code(),
+        stderr.trim()
+    );
+    assert!(proxy.held() > 0, "no reply was held");
+    assert_eq!(out.status.code(), Some(69), "{out:?}");
+    assert!(
+        took >= Duration::from_secs(10) && took < Duration::from_secs(11),
+        "{took:?}"
+    );
+    assert!(stderr.contains("no answer"), "{stderr}");
+}
+
+mod queue {
+    #[test]
+    fn postgres() {
+        super::a_queue_command_ends_within_its_bound(super::Server::postgres());
+    }
+
+    #[test]
+    fn mysql() {
+        super::a_queue_command_ends_within_its_bound(super::Server::mysql());
+    }
+}
+
 macro_rules! on_servers {
     ($($case:ident),*) => {
         mod redis { $(#[test] fn $case() { super::$case(super::Server::redis()) })* }
