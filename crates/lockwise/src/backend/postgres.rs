@@ -85,7 +85,8 @@ impl PostgresBuilder {
     /// in one transaction, so they exist entirely or not at all.
     pub async fn connect(self) -> Result<PostgresBackend> {
         let schema = Schema::new(&self.schema)?;
-        let options = connect_options(&self.url)?;
+        // A statement the client gave up on (its call timed out) ends on the server too.
+        let options = connect_options(&self.url)?.options([("statement_timeout", "10s")]);
         let shown = redact_url(&self.url);
         let mut first = connect(&options, &shown).await?;
         schema.migrate(&mut first).await?;
