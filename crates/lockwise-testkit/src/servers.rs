@@ -21,7 +21,7 @@ use crate::free_port;
 /// `postgres` user because PostgreSQL refuses to run as root.
 #[derive(Debug)]
 pub struct PgServer {
-    child: Option<Child>,
+    process: ServerProcess,
     port: u16,
     dir: tempfile::TempDir,
     user: User,
@@ -50,7 +50,7 @@ impl PgServer {
             .unwrap_or_else(|e| panic!("initdb: {e}; run scripts/services"));
         assert!(status.success(), "initdb failed");
         let mut server = PgServer {
-            child: None,
+            process: ServerProcess::new(Signal::SIGQUIT),
             port: free_port(),
             dir,
             user,
@@ -85,8 +85,15 @@ impl PgServer {
             .stderr(Stdio::null())
             .spawn()
             .unwrap_or_else(|e| panic!("postgres: {e}"));
-        self.child = Some(child);
-        self.wait_ready();
+        self.process.child = Some(child);
+        let pg_isready = pg_bin("pg_isready");
+        let port = self.port.to_string();
+        wait_ready("postgres", self.port, || {
+            Command::new(&pg_isready)
+                .args(["-h", "127.0.0.1", "-p", &port, "-q"])
+                .status()
+                .is_ok_and(|s| s.success())
+        });
     }
 
     /// Crashes the server as `pg_ctl stop -m immediate` does (SIGQUIT to the postmaster: every
@@ -100,33 +107,14 @@ impl PgServer {
     /// The first half of [`crash_and_restart`](Self::crash_and_restart): the server is down
     /// when this returns.
     pub fn crash(&mut self) {
-        if let Some(mut child) = self.child.take() {
-            let pid = Pid::from_raw(i32::try_from(child.id()).unwrap_or(0));
-            let _ = kill(pid, Signal::SIGQUIT);
-            let _ = child.wait();
-        }
+        self.process.stop();
     }
 
     /// Starts a crashed server again (crash recovery runs first); no-op if it runs.
     pub fn restart(&mut self) {
-        if self.child.is_none() {
+        if self.process.child.is_none() {
             self.launch();
         }
-    }
-
-    fn wait_ready(&self) {
-        let until = Instant::now() + Duration::from_secs(30);
-        while Instant::now() < until {
-            let ready = Command::new(pg_bin("pg_isready"))
-                .args(["-h", "127.0.0.1", "-p", &self.port.to_string(), "-q"])
-                .status()
-                .is_ok_and(|s| s.success());
-            if ready {
-                return;
-            }
-            thread::sleep(Duration::from_millis(20));
-        }
-        panic!("private postgres on port {} did not start", self.port);
     }
 
     /// Its port.
@@ -137,16 +125,6 @@ impl PgServer {
     /// `postgres://postgres@127.0.0.1:PORT/postgres`.
     pub fn url(&self) -> String {
         format!("postgres://postgres@127.0.0.1:{}/postgres", self.port)
-    }
-}
-
-impl Drop for PgServer {
-    fn drop(&mut self) {
-        if let Some(mut child) = self.child.take() {
-            let pid = Pid::from_raw(i32::try_from(child.id()).unwrap_or(0));
-            let _ = kill(pid, Signal::SIGQUIT);
-            let _ = child.wait();
-        }
     }
 }
 
@@ -171,7 +149,7 @@ fn pg_bin(name: &str) -> PathBuf {
 /// A private `mariadbd` (root, empty password, on 127.0.0.1), crashed with SIGKILL.
 #[derive(Debug)]
 pub struct MariaDbServer {
-    child: Option<Child>,
+    process: ServerProcess,
     port: u16,
     dir: tempfile::TempDir,
     settings: Vec<OsString>,
@@ -193,7 +171,7 @@ impl MariaDbServer {
             .unwrap_or_else(|e| panic!("mariadb-install-db: {e}; run scripts/services"));
         assert!(status.success(), "mariadb-install-db failed");
         let mut server = MariaDbServer {
-            child: None,
+            process: ServerProcess::new(Signal::SIGKILL),
             port: free_port(),
             dir,
             settings: settings.iter().map(OsString::from).collect(),
@@ -227,8 +205,18 @@ impl MariaDbServer {
             .stderr(Stdio::null())
             .spawn()
             .unwrap_or_else(|e| panic!("mariadbd: {e}; run scripts/services"));
-        self.child = Some(child);
-        self.wait_ready();
+        self.process.child = Some(child);
+        let port = self.port;
+        wait_ready("mariadbd", port, || {
+            TcpStream::connect(("127.0.0.1", port)).is_ok()
+                && Command::new("mariadb")
+                    .args(["-h127.0.0.1", "-uroot", "-e", "SELECT 1"])
+                    .arg(format!("-P{port}"))
+                    .stdout(Stdio::null())
+                    .stderr(Stdio::null())
+                    .status()
+                    .is_ok_and(|s| s.success())
+        });
     }
 
     /// Kills the server with SIGKILL and starts it again on the same data (InnoDB recovers
@@ -241,37 +229,14 @@ impl MariaDbServer {
     /// The first half of [`crash_and_restart`](Self::crash_and_restart): the server is down
     /// when this returns.
     pub fn crash(&mut self) {
-        if let Some(mut child) = self.child.take() {
-            let _ = child.kill();
-            let _ = child.wait();
-        }
+        self.process.stop();
     }
 
     /// Starts a crashed server again; no-op if it runs.
     pub fn restart(&mut self) {
-        if self.child.is_none() {
+        if self.process.child.is_none() {
             self.launch();
         }
-    }
-
-    fn wait_ready(&self) {
-        let until = Instant::now() + Duration::from_secs(30);
-        while Instant::now() < until {
-            if TcpStream::connect(("127.0.0.1", self.port)).is_ok() {
-                let ready = Command::new("mariadb")
-                    .args(["-h127.0.0.1", "-uroot", "-e", "SELECT 1"])
-                    .arg(format!("-P{}", self.port))
-                    .stdout(Stdio::null())
-                    .stderr(Stdio::null())
-                    .status()
-                    .is_ok_and(|s| s.success());
-                if ready {
-                    return;
-                }
-            }
-            thread::sleep(Duration::from_millis(20));
-        }
-        panic!("private mariadbd on port {} did not start", self.port);
     }
 
     /// Its port.
@@ -285,11 +250,46 @@ impl MariaDbServer {
     }
 }
 
-impl Drop for MariaDbServer {
-    fn drop(&mut self) {
+/// A server's process, stopped on drop with `signal` (SIGQUIT is PostgreSQL's immediate
+/// shutdown; SIGKILL a crash).
+#[derive(Debug)]
+struct ServerProcess {
+    child: Option<Child>,
+    signal: Signal,
+}
+
+impl ServerProcess {
+    fn new(signal: Signal) -> Self {
+        ServerProcess {
+            child: None,
+            signal,
+        }
+    }
+
+    /// Sends the signal and waits for the process to exit.
+    fn stop(&mut self) {
         if let Some(mut child) = self.child.take() {
-            let _ = child.kill();
+            let pid = Pid::from_raw(i32::try_from(child.id()).unwrap_or(0));
+            let _ = kill(pid, self.signal);
             let _ = child.wait();
         }
     }
+}
+
+impl Drop for ServerProcess {
+    fn drop(&mut self) {
+        self.stop();
+    }
+}
+
+/// Waits up to 30 s for `ready`, polling every 20 ms.
+fn wait_ready(what: &str, port: u16, ready: impl Fn() -> bool) {
+    let until = Instant::now() + Duration::from_secs(30);
+    while Instant::now() < until {
+        if ready() {
+            return;
+        }
+        thread::sleep(Duration::from_millis(20));
+    }
+    panic!("private {what} on port {port} did not start");
 }
