@@ -22,7 +22,8 @@
 //!   heartbeat is refused, and cancels it at its local deadline
 //!   `claim send + lease − drift(lease)` (moved by each heartbeat that succeeds in time). The
 //!   real [`Worker`](lockwise::queue::Worker) needs a database, so this part is a model-level
-//!   worker on the same network and clock.
+//!   worker on the same network and clock (the real one's deadline is tested against both
+//!   databases in `tests/queue_faults.rs`).
 //!
 //! **Properties** (checked by ghost bookkeeping, not by the code under test): the store never
 //! accepts a write with a token lower than one it accepted, nor one equal to a token it
