@@ -211,6 +211,100 @@ fn a_queue_command_ends_within_its_bound(server: Server) {
     assert!(stderr.contains("no answer"), "{stderr}");
 }
 
+/// A `lockwise queue work` cut off from its database (lease 2 s) kills its handler's process
+/// tree at the job's local deadline, before the database can give the job to another worker:
+/// the two executions of the job never overlap.
+fn a_cut_off_worker_kills_its_handler_before_the_rescue(server: Server) {
+    let proxy = TcpProxy::start(server.port);
+    let mut url = server.through(&proxy);
+    if url.starts_with("postgres") {
+        url.push_str("?sslmode=disable");
+    }
+    let dir = tempfile::tempdir().unwrap();
+    let first = dir.path().join("first");
+    let second = dir.path().join("second");
+    // Attempt 1 writes a timestamp every 5 ms for a long time; attempt 2 records its start.
+    let script = format!(
+        "if [ \"$LOCKWISE_JOB_ATTEMPT\" = 1 ]; then \
+           while true; do date +%s%N >> {first}; sleep 0.005; done; \
+         else date +%s%N > {second}; fi",
+        first = first.display(),
+        second = second.display()
+    );
+    let work = |url: &str| {
+        Command::new(BIN)
+            .args([
+                "queue", "work", "--url", url, "--queue", "q", "--lease", "2s",
+            ])
+            .args(["--", "sh", "-c", &script])
+            .env_remove("LOCKWISE_URL")
+            .stderr(Stdio::null())
+            .spawn()
+            .unwrap()
+    };
+    let enqueue = Command::new(BIN)
+        .args(["queue", "enqueue", "--url", &server.url, "--queue", "q"])
+        .args(["--payload", "{}", "--max-attempts", "5"])
+        .env_remove("LOCKWISE_URL")
+        .output()
+        .unwrap();
+    assert!(enqueue.status.success(), "{enqueue:?}");
+    let mut cut_off = work(&url);
+    let until = Instant::now() + Duration::from_secs(20);
+    while std::fs::metadata(&first).map_or(0, |m| m.len()) == 0 {
+        assert!(Instant::now() < until, "the first attempt never started");
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    proxy.cut();
+    let cut = Instant::now();
+    let mut rescuer = work(&server.url);
+    while !second.exists() {
+        assert!(
+            cut.elapsed() < Duration::from_secs(30),
+            "the job was never rescued"
+        );
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    std::thread::sleep(Duration::from_millis(100)); // let the second write land
+    let read = |path: &std::path::Path| -> Vec<i128> {
+        std::fs::read_to_string(path)
+            .unwrap()
+            .lines()
+            .filter_map(|l| l.trim().parse().ok())
+            .collect()
+    };
+    let last_of_first = read(&first).into_iter().max().unwrap();
+    let start_of_second = read(&second).into_iter().max().unwrap();
+    let gap_ms = (start_of_second - last_of_first) as f64 / 1e6;
+    println!(
+        "queue worker cut off: its handler's last write {gap_ms:.0} ms before the rescued \
+         attempt started ({} chunks held by the cut)",
+        proxy.held()
+    );
+    assert!(proxy.held() > 0, "the cut held no traffic");
+    assert!(
+        gap_ms > 0.0,
+        "the cut-off handler still ran {:.0} ms after the rescued attempt started",
+        -gap_ms
+    );
+    for child in [&mut cut_off, &mut rescuer] {
+        let _ = child.kill();
+        let _ = child.wait();
+    }
+}
+
+mod queue_cut {
+    #[test]
+    fn postgres() {
+        super::a_cut_off_worker_kills_its_handler_before_the_rescue(super::Server::postgres());
+    }
+
+    #[test]
+    fn mysql() {
+        super::a_cut_off_worker_kills_its_handler_before_the_rescue(super::Server::mysql());
+    }
+}
+
 mod queue {
     #[test]
     fn postgres() {
