@@ -198,10 +198,21 @@ impl SessionSql for GetLock {
         let connect = async {
             let mut conn = MySqlConnection::connect_with(&self.options).await?;
             // Fencing counters rely on autocommit, and their clock floor on UTC, whatever the
-            // server's defaults.
-            sqlx::query("SET SESSION autocommit = 1, time_zone = '+00:00'")
+            // server's defaults; and a statement its client gave up on (the call timed out)
+            // ends on the server too: MariaDB bounds every statement, MySQL only reads, under
+            // another name (the first SET fails there as a whole, and the second runs).
+            let mariadb = sqlx::query(
+                "SET SESSION autocommit = 1, time_zone = '+00:00', max_statement_time = 10",
+            )
+            .execute(&mut conn)
+            .await;
+            if mariadb.is_err() {
+                sqlx::query(
+                    "SET SESSION autocommit = 1, time_zone = '+00:00', max_execution_time = 10000",
+                )
                 .execute(&mut conn)
                 .await?;
+            }
             Ok::<_, sqlx::Error>(conn)
         };
         match tokio::time::timeout(CONNECT_TIMEOUT, connect).await {
