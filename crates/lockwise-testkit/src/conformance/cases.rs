@@ -244,6 +244,33 @@ pub(crate) async fn a_waiter_wakes_on_release_not_by_polling(h: &dyn Harness) {
     assert!(gb.release().await.unwrap());
 }
 
+/// The batched ownership check behind the locker's loss check answers lease by lease: a
+/// live lease, a deleted one, another owner's and one never granted.
+pub(crate) async fn still_held_answers_for_each_lease(h: &dyn Harness) {
+    let (a, b) = two(h).await;
+    let kept = take(&a, ttl(30_000)).await;
+    let gone = b
+        .try_acquire("other", &ttl(30_000))
+        .await
+        .unwrap()
+        .expect("free");
+    h.delete_lock("other").await;
+    let stranger = lockwise::OwnerToken::random();
+    let held = a
+        .backend()
+        .still_held(&[
+            ("k", kept.owner()),
+            ("other", gone.owner()),
+            ("k", stranger),
+            ("never", stranger),
+        ])
+        .await
+        .unwrap();
+    assert_eq!(held, [true, false, false, false]);
+    assert!(a.backend().still_held(&[]).await.unwrap().is_empty());
+    assert!(kept.release().await.unwrap());
+}
+
 pub(crate) async fn lost_signal_fires_when_the_lock_is_deleted(h: &dyn Harness) {
     let (a, b) = two(h).await;
     let ga = take(&a, ttl(600)).await;

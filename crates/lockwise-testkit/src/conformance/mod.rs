@@ -115,6 +115,7 @@ macro_rules! __for_each_case {
             fencing_tokens_strictly_increase_across_holders_and_reconnects,
             expiry_is_honoured,
             a_waiter_wakes_on_release_not_by_polling,
+            still_held_answers_for_each_lease,
             lost_signal_fires_when_the_lock_is_deleted,
             lost_signal_fires_when_the_lease_expires,
             renewal_keeps_a_lock_through_work_five_times_its_ttl,

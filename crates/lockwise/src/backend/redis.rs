@@ -480,6 +480,9 @@ impl Backend for RedisBackend {
     }
 
     async fn still_held(&self, leases: &[(&str, OwnerToken)]) -> Result<Vec<bool>> {
+        if leases.is_empty() {
+            return Ok(Vec::new()); // an empty pipeline is an error to Redis
+        }
         // A pipeline, not MGET: one round trip whatever slot each key hashes to.
         let mut pipe = redis::pipe();
         for (key, _) in leases {
