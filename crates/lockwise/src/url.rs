@@ -41,9 +41,30 @@ impl BackendUrl {
     /// assert!(BackendUrl::parse("redis://127.0.0.1:6379/0").is_ok());
     /// assert!(BackendUrl::parse("redis://").is_err()); // no host
     /// assert!(BackendUrl::parse("ftp://x").is_err());  // unknown scheme
+    /// // Relative file URLs resolve against the working directory:
+    /// let here = std::env::current_dir().unwrap();
+    /// assert_eq!(BackendUrl::parse("file:./locks").unwrap(), BackendUrl::File(here.join("locks")));
     /// ```
     pub fn parse(raw: &str) -> Result<Self> {
         let shown = redact_url(raw);
+        // `file:locks` and `file:./locks` name a directory relative to the working directory
+        // (a URL parser would take them from `/`).
+        if let Some(rest) = raw.strip_prefix("file:")
+            && !rest.starts_with('/')
+            && !rest.is_empty()
+        {
+            let cwd = std::env::current_dir().map_err(|e| {
+                Error::config(format!(
+                    "file URL {shown} is relative, and the working directory is unknown: {e}"
+                ))
+            })?;
+            let path: std::path::PathBuf = cwd
+                .join(rest)
+                .components()
+                .filter(|c| !matches!(c, std::path::Component::CurDir))
+                .collect();
+            return Ok(BackendUrl::File(path));
+        }
         let url = url::Url::parse(raw)
             .map_err(|e| Error::config(format!("malformed URL {shown}: {e}")))?;
         match url.scheme() {
