@@ -1,4 +1,4 @@
-//! Backend URLs as a user types them.
+//! Backend URLs as a user types them, and what the user reads when one is wrong.
 
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
@@ -30,4 +30,72 @@ fn relative_file_urls_resolve_against_the_working_directory() {
             "{url} created /{dir}"
         );
     }
+}
+
+/// Runs `lockwise ARGS` and returns (exit code, stderr, seconds).
+fn fails(args: &[&str]) -> (i32, String, f64) {
+    let started = std::time::Instant::now();
+    let out = Command::new(BIN)
+        .args(args)
+        .env_remove("LOCKWISE_URL")
+        .output()
+        .unwrap();
+    (
+        out.status.code().unwrap_or(-1),
+        String::from_utf8_lossy(&out.stderr).into_owned(),
+        started.elapsed().as_secs_f64(),
+    )
+}
+
+fn run_on(url: &str) -> (i32, String, f64) {
+    fails(&["run", "--url", url, "--key", "k", "--", "true"])
+}
+
+#[test]
+fn a_server_of_another_kind_is_named_as_such() {
+    let (code, err, _) = run_on("postgres://postgres@127.0.0.1:3306/x");
+    assert_eq!(code, 69);
+    assert!(err.contains("not a PostgreSQL server"), "{err}");
+    assert!(!err.contains("SSLRequest"), "{err}");
+    let (code, err, _) = run_on("redis://127.0.0.1:3306/");
+    assert_eq!(code, 69);
+    assert!(err.contains("not a Redis server"), "{err}");
+    assert!(!err.contains("Unexpected"), "{err}");
+}
+
+#[test]
+fn server_errors_carry_no_source_positions() {
+    let (code, err, _) = run_on("postgres://no_such_role@127.0.0.1:5432/postgres");
+    assert_eq!(code, 69);
+    assert!(
+        err.contains("role \"no_such_role\" does not exist"),
+        "{err}"
+    );
+    assert!(!err.contains("at line"), "{err}");
+}
+
+#[test]
+fn a_refused_port_is_reported_at_once_by_every_command() {
+    let port = lockwise_testkit::closed_port();
+    for url in [
+        format!("postgres://postgres@127.0.0.1:{port}/x"),
+        format!("mysql://root@127.0.0.1:{port}/x"),
+    ] {
+        for args in [
+            vec!["run", "--url", &url, "--key", "k", "--", "true"],
+            vec!["queue", "stats", "--url", &url, "--queue", "q"],
+        ] {
+            let (code, err, secs) = fails(&args);
+            assert_eq!(code, 69, "{args:?}: {err}");
+            assert!(err.contains("Connection refused"), "{args:?}: {err}");
+            assert!(secs < 1.0, "{args:?} took {secs:.2} s");
+        }
+    }
+}
+
+#[test]
+fn file_errors_say_why() {
+    let (code, err, _) = run_on("file:///proc/no-such-dir");
+    assert_eq!(code, 69);
+    assert!(err.contains("os error"), "{err}");
 }

@@ -86,6 +86,31 @@ impl From<sqlx::Error> for Error {
     }
 }
 
+/// What went wrong with a database call, in the words a user needs: the server's message
+/// without its source-code position, "not a PostgreSQL server" rather than a protocol dump,
+/// the OS reason of a failed connection. `server` names the database (`"PostgreSQL"`).
+#[cfg(any(feature = "postgres", feature = "mysql"))]
+pub(crate) fn sql_reason(e: &sqlx::Error, server: &str) -> String {
+    match e {
+        sqlx::Error::Database(db) => match db.code() {
+            Some(code) => format!("{} (code {code})", db.message()),
+            None => db.message().to_owned(),
+        },
+        sqlx::Error::Protocol(_) | sqlx::Error::Decode(_) => {
+            format!("this is not a {server} server (it does not speak the {server} protocol)")
+        }
+        sqlx::Error::Io(io) => match io.kind() {
+            std::io::ErrorKind::UnexpectedEof
+            | std::io::ErrorKind::ConnectionReset
+            | std::io::ErrorKind::BrokenPipe => format!(
+                "the server closed the connection at once ({io}); is this a {server} server?"
+            ),
+            _ => io.to_string(),
+        },
+        other => other.to_string(),
+    }
+}
+
 impl Error {
     /// Whether trying again later may succeed: true for backend failures only.
     pub fn is_transient(&self) -> bool {

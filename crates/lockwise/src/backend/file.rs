@@ -225,7 +225,8 @@ impl DirBuilderExt for fs::DirBuilder {
 }
 
 fn io_error(message: String, e: io::Error) -> Error {
-    Error::backend("file", message, e)
+    // The OS reason goes in the message too: a top-level report shows only the message.
+    Error::backend("file", format!("{message}: {e}"), e)
 }
 
 #[derive(Debug)]

@@ -219,7 +219,10 @@ impl SessionSql for GetLock {
             Ok(Ok(conn)) => Ok(conn),
             Ok(Err(e)) => Err(Error::backend(
                 "mysql",
-                format!("cannot connect to {shown}: {e}"),
+                format!(
+                    "cannot connect to {shown}: {}",
+                    crate::error::sql_reason(&e, "MySQL/MariaDB")
+                ),
                 e,
             )),
             Err(_) => Err(Error::backend_msg(

@@ -146,7 +146,7 @@ impl RedisBuilder {
             Ok(Err(e)) => {
                 return Err(Error::backend(
                     "redis",
-                    format!("cannot connect to {redacted_url}: {e}"),
+                    format!("cannot connect to {redacted_url}: {}", redis_reason(&e)),
                     e,
                 ));
             }
@@ -405,6 +405,25 @@ impl RedisBackend {
                 None
             }
         }
+    }
+}
+
+/// Why a connection failed, in the words a user needs: a server of another kind on the port
+/// says "this is not a Redis server" instead of a parser's complaint.
+fn redis_reason(e: &redis::RedisError) -> String {
+    use redis::ErrorKind;
+    match e.kind() {
+        ErrorKind::Parse | ErrorKind::UnexpectedReturnType => {
+            "this is not a Redis server (its answer is not Redis's protocol)".to_owned()
+        }
+        ErrorKind::Io
+            if e.to_string().contains("broken pipe")
+                || e.to_string().contains("reset by peer")
+                || e.to_string().contains("unexpected end") =>
+        {
+            format!("the server closed the connection at once ({e}); is this a Redis server?")
+        }
+        _ => e.to_string(),
     }
 }
 

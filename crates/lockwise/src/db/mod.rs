@@ -14,9 +14,18 @@ mod pool {
     use std::time::Duration;
 
     use sqlx::pool::{Pool, PoolOptions};
-    use sqlx::{ConnectOptions, Database};
+    use sqlx::{ConnectOptions, Connection, Database};
 
     use crate::error::{Error, Result};
+
+    /// The database's name in messages.
+    fn server_name(backend: &str) -> &'static str {
+        if backend == "mysql" {
+            "MySQL/MariaDB"
+        } else {
+            "PostgreSQL"
+        }
+    }
 
     /// How long opening a pool (its first connection) may take in all.
     const POOL_CONNECT_TIMEOUT: Duration = Duration::from_secs(5);
@@ -34,15 +43,25 @@ mod pool {
     where
         <DB::Connection as sqlx::Connection>::Options: ConnectOptions<Connection = DB::Connection>,
     {
-        let connect = PoolOptions::<DB>::new()
-            .max_connections(max_connections.max(1))
-            .acquire_timeout(POOL_ACQUIRE_TIMEOUT)
-            .connect_with(options);
+        let connect = async {
+            // One plain connection first: a refused port or a wrong password fails at once
+            // with its own reason, where the pool would retry until its acquire timeout and
+            // say only "pool timed out".
+            options.connect().await?.close().await?;
+            PoolOptions::<DB>::new()
+                .max_connections(max_connections.max(1))
+                .acquire_timeout(POOL_ACQUIRE_TIMEOUT)
+                .connect_with(options)
+                .await
+        };
         match tokio::time::timeout(POOL_CONNECT_TIMEOUT, connect).await {
             Ok(Ok(pool)) => Ok(pool),
             Ok(Err(e)) => Err(Error::backend(
                 backend,
-                format!("cannot connect to {shown}: {e}"),
+                format!(
+                    "cannot connect to {shown}: {}",
+                    crate::error::sql_reason(&e, server_name(backend))
+                ),
                 e,
             )),
             Err(_) => Err(Error::backend_msg(

@@ -125,7 +125,10 @@ pub(crate) async fn connect(options: &PgConnectOptions, shown: &str) -> Result<P
         Ok(Ok(conn)) => Ok(conn),
         Ok(Err(e)) => Err(Error::backend(
             "postgres",
-            format!("cannot connect to {shown}: {e}"),
+            format!(
+                "cannot connect to {shown}: {}",
+                crate::error::sql_reason(&e, "PostgreSQL")
+            ),
             e,
         )),
         Err(_) => Err(Error::backend_msg(
