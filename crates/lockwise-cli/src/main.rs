@@ -92,9 +92,12 @@ fn main() -> ExitCode {
 fn init_tracing() {
     let filter = tracing_subscriber::EnvFilter::try_from_env("LOCKWISE_LOG")
         .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("warn,sqlx::query=error"));
+    use std::io::IsTerminal;
     tracing_subscriber::fmt()
         .with_env_filter(filter)
         .with_writer(std::io::stderr)
+        // Colours only for a terminal: never escape codes in a file or a pipe.
+        .with_ansi(std::io::stderr().is_terminal())
         .with_target(false)
         .init();
 }

@@ -99,3 +99,20 @@ fn file_errors_say_why() {
     assert_eq!(code, 69);
     assert!(err.contains("os error"), "{err}");
 }
+
+/// Diagnostics written to a pipe or a file carry no ANSI colour codes.
+#[test]
+fn logs_to_a_pipe_have_no_colour_codes() {
+    let dir = tempfile::tempdir().unwrap();
+    let url = format!("file://{}", dir.path().display());
+    let out = Command::new(BIN)
+        .args(["run", "--url", &url, "--key", "k", "--", "true"])
+        .env("LOCKWISE_LOG", "debug")
+        .env_remove("LOCKWISE_URL")
+        .output()
+        .unwrap();
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(out.status.success(), "{out:?}");
+    assert!(err.contains("acquired"), "debug logging printed no event: {err}");
+    assert!(!err.contains('\u{1b}'), "escape codes in piped logs: {err:?}");
+}
