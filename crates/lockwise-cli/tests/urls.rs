@@ -113,6 +113,38 @@ fn logs_to_a_pipe_have_no_colour_codes() {
         .unwrap();
     let err = String::from_utf8_lossy(&out.stderr);
     assert!(out.status.success(), "{out:?}");
-    assert!(err.contains("acquired"), "debug logging printed no event: {err}");
-    assert!(!err.contains('\u{1b}'), "escape codes in piped logs: {err:?}");
+    assert!(
+        err.contains("acquired"),
+        "debug logging printed no event: {err}"
+    );
+    assert!(
+        !err.contains('\u{1b}'),
+        "escape codes in piped logs: {err:?}"
+    );
+}
+
+/// PostgreSQL's notices ("… already exists, skipping") never reach the user, even at info.
+#[test]
+fn postgres_notices_are_not_logged() {
+    let schema = lockwise_testkit::PgSchema::new("notices");
+    let migrate = || {
+        Command::new(BIN)
+            .args([
+                "queue",
+                "migrate",
+                "--url",
+                schema.url(),
+                "--schema",
+                schema.name(),
+            ])
+            .env("LOCKWISE_LOG", "info")
+            .env_remove("LOCKWISE_URL")
+            .output()
+            .unwrap()
+    };
+    assert!(migrate().status.success());
+    let again = migrate();
+    assert!(again.status.success(), "{again:?}");
+    let err = String::from_utf8_lossy(&again.stderr);
+    assert!(!err.contains("already exists"), "{err}");
 }

@@ -111,9 +111,12 @@ pub(crate) fn connect_options(url: &str) -> Result<PgConnectOptions> {
     // (synchronous_commit = off, set on the server or the role) could be lost in a crash, and
     // the sequence would issue the same tokens again. Every lockwise connection commits
     // synchronously, whatever the server's default.
-    Ok(options
-        .application_name("lockwise")
-        .options([("synchronous_commit", "on")]))
+    // Notices ("schema … already exists, skipping") are noise to lockwise's users: the server
+    // sends none to lockwise's connections.
+    Ok(options.application_name("lockwise").options([
+        ("synchronous_commit", "on"),
+        ("client_min_messages", "warning"),
+    ]))
 }
 
 /// How long connecting may take before it is reported as failed.
