@@ -102,18 +102,23 @@ impl Schema {
     }
 }
 
-/// Connection options for `url`, tagged `application_name = 'lockwise'`.
+/// Connection options for `url`, tagged in `application_name`: `lockwise`, or the URL's own
+/// name with ` (lockwise)` appended, so a DBA sees both.
 pub(crate) fn connect_options(url: &str) -> Result<PgConnectOptions> {
     let options: PgConnectOptions = url
         .parse()
         .map_err(|_| Error::config(format!("malformed PostgreSQL URL {}", redact_url(url))))?;
+    let name = match options.get_application_name() {
+        Some(own) if !own.is_empty() => format!("{own} (lockwise)"),
+        _ => "lockwise".to_owned(),
+    };
     // Fencing tokens come from a sequence: a commit that returned before its WAL was flushed
     // (synchronous_commit = off, set on the server or the role) could be lost in a crash, and
     // the sequence would issue the same tokens again. Every lockwise connection commits
     // synchronously, whatever the server's default.
     // Notices ("schema … already exists, skipping") are noise to lockwise's users: the server
     // sends none to lockwise's connections.
-    Ok(options.application_name("lockwise").options([
+    Ok(options.application_name(&name).options([
         ("synchronous_commit", "on"),
         ("client_min_messages", "warning"),
     ]))
