@@ -148,16 +148,14 @@ async fn demo(url: &str, pool: &PgPool, schema: &str) -> Result<(), Box<dyn std:
 
 /// The fenced write in your own table's columns.
 async fn column_pattern(pool: &PgPool, token: FencingToken, body: &str) -> lockwise::Result<()> {
-    let t = i64::try_from(token.get()).map_err(|_| Error::InvalidConfig {
-        reason: "token out of range".into(),
-    })?;
     // ANCHOR: column
-    // The column pattern in your own table, checked with `check_fenced`:
+    // The column pattern in your own table, checked with `check_fenced` (a FencingToken binds
+    // as a BIGINT):
     let done = sqlx::query(
         "UPDATE reports SET body = $1, fencing_token = $2 WHERE id = $3 AND fencing_token <= $2",
     )
     .bind(body)
-    .bind(t)
+    .bind(token)
     .bind(42)
     .execute(pool)
     .await?;

@@ -39,5 +39,8 @@ async fn application_name_is_kept_and_marked() {
     assert_eq!(application_name(&schema, schema.url()).await, "lockwise");
     let sep = if schema.url().contains('?') { '&' } else { '?' };
     let named = format!("{}{sep}application_name=billing", schema.url());
-    assert_eq!(application_name(&schema, &named).await, "billing (lockwise)");
+    assert_eq!(
+        application_name(&schema, &named).await,
+        "billing (lockwise)"
+    );
 }

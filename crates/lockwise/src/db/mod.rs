@@ -9,6 +9,56 @@ pub(crate) mod postgres;
 #[cfg(any(feature = "postgres", feature = "mysql"))]
 pub(crate) use pool::open_pool;
 
+/// A [`FencingToken`](crate::FencingToken) binds as a `BIGINT` (`.bind(guard.token())`) and
+/// reads back from one; a token above `i64::MAX`, or a negative column, is an error, never a
+/// wrapped number.
+#[cfg(any(feature = "postgres", feature = "mysql"))]
+mod token_sql {
+    use sqlx::encode::IsNull;
+    use sqlx::error::BoxDynError;
+    use sqlx::{Database, Decode, Encode, Type};
+
+    use crate::FencingToken;
+
+    impl<DB: Database> Type<DB> for FencingToken
+    where
+        i64: Type<DB>,
+    {
+        fn type_info() -> DB::TypeInfo {
+            <i64 as Type<DB>>::type_info()
+        }
+
+        fn compatible(ty: &DB::TypeInfo) -> bool {
+            <i64 as Type<DB>>::compatible(ty)
+        }
+    }
+
+    impl<'q, DB: Database> Encode<'q, DB> for FencingToken
+    where
+        i64: Encode<'q, DB>,
+    {
+        fn encode_by_ref(
+            &self,
+            buf: &mut <DB as Database>::ArgumentBuffer,
+        ) -> Result<IsNull, BoxDynError> {
+            let value = i64::try_from(self.get())
+                .map_err(|_| format!("fencing token {self} does not fit in a BIGINT"))?;
+            <i64 as Encode<'q, DB>>::encode(value, buf)
+        }
+    }
+
+    impl<'r, DB: Database> Decode<'r, DB> for FencingToken
+    where
+        i64: Decode<'r, DB>,
+    {
+        fn decode(value: <DB as Database>::ValueRef<'r>) -> Result<Self, BoxDynError> {
+            let raw = <i64 as Decode<'r, DB>>::decode(value)?;
+            let token = u64::try_from(raw).map_err(|_| format!("{raw} is not a fencing token"))?;
+            Ok(FencingToken::new(token))
+        }
+    }
+}
+
 #[cfg(any(feature = "postgres", feature = "mysql"))]
 mod pool {
     use std::time::Duration;
