@@ -23,7 +23,7 @@ use std::time::Duration;
 use async_trait::async_trait;
 use sha2::{Digest, Sha256};
 use sqlx::mysql::{MySqlConnectOptions, MySqlConnection};
-use sqlx::{AssertSqlSafe, Connection, Executor, Row};
+use sqlx::{AssertSqlSafe, ConnectOptions, Connection, Executor, Row};
 
 use super::session::{Granted, SessionLocks, SessionSql, session_backend};
 use crate::error::{Error, Result};
@@ -84,8 +84,11 @@ impl MysqlBuilder {
     pub async fn connect(self) -> Result<MysqlBackend> {
         let options: MySqlConnectOptions = self
             .url
-            .parse()
-            .map_err(|_| Error::config(format!("malformed MySQL URL {}", redact_url(&self.url))))?;
+            .parse::<MySqlConnectOptions>()
+            .map_err(|_| Error::config(format!("malformed MySQL URL {}", redact_url(&self.url))))?
+            // A waiter's probe sits in GET_LOCK for up to a second: a wait, not a slow
+            // statement, so sqlx's statement log stays off on these connections.
+            .disable_statement_logging();
         let shown = redact_url(&self.url);
         let sql = GetLock { options };
         let mut first = sql.connect(&shown).await?;

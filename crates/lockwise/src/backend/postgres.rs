@@ -21,8 +21,8 @@
 use std::time::Duration;
 
 use async_trait::async_trait;
-use sqlx::AssertSqlSafe;
 use sqlx::postgres::{PgConnectOptions, PgConnection};
+use sqlx::{AssertSqlSafe, ConnectOptions};
 
 use super::session::{Granted, SessionLocks, SessionSql, session_backend};
 use crate::db::postgres::{
@@ -86,7 +86,11 @@ impl PostgresBuilder {
     pub async fn connect(self) -> Result<PostgresBackend> {
         let schema = Schema::new(&self.schema)?;
         // A statement the client gave up on (its call timed out) ends on the server too.
-        let options = connect_options(&self.url)?.options([("statement_timeout", "10s")]);
+        // A waiter's probe sits in a lock call for up to a second at a time: that is a wait,
+        // not a slow statement, so sqlx's statement log stays off on these connections.
+        let options = connect_options(&self.url)?
+            .options([("statement_timeout", "10s")])
+            .disable_statement_logging();
         let shown = redact_url(&self.url);
         let mut first = connect(&options, &shown).await?;
         schema.migrate(&mut first).await?;

@@ -1,4 +1,4 @@
-//! Backend URLs as a user types them, and what the user reads when one is wrong.
+//! What a user types and reads: backend URLs as typed, error texts, log output (issue 11).
 
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
@@ -147,4 +147,35 @@ fn postgres_notices_are_not_logged() {
     assert!(again.status.success(), "{again:?}");
     let err = String::from_utf8_lossy(&again.stderr);
     assert!(!err.contains("already exists"), "{err}");
+}
+
+/// A waiter on a database lock logs nothing at the warn level: its probe's lock call is a
+/// wait, not a slow statement.
+#[test]
+fn waiting_on_a_database_lock_prints_no_warnings() {
+    let pg = lockwise_testkit::PgDatabase::postgres("quietwait");
+    let my = lockwise_testkit::MysqlDatabase::mysql("quietwait");
+    for (url, key) in [
+        (pg.url(), format!("{}-k", pg.name())),
+        (my.url(), format!("{}-k", my.name())),
+    ] {
+        let mut holder = Command::new(BIN)
+            .args(["run", "--url", &url, "--key", &key, "--", "sleep", "2.5"])
+            .env_remove("LOCKWISE_URL")
+            .spawn()
+            .unwrap();
+        std::thread::sleep(std::time::Duration::from_millis(500));
+        let waiter = Command::new(BIN)
+            .args([
+                "run", "--url", &url, "--key", &key, "--wait", "10s", "--", "true",
+            ])
+            .env("LOCKWISE_LOG", "warn")
+            .env_remove("LOCKWISE_URL")
+            .output()
+            .unwrap();
+        assert!(holder.wait().unwrap().success());
+        assert!(waiter.status.success(), "{waiter:?}");
+        let err = String::from_utf8_lossy(&waiter.stderr);
+        assert!(err.trim().is_empty(), "{url}: a normal wait printed: {err}");
+    }
 }
