@@ -179,3 +179,25 @@ fn waiting_on_a_database_lock_prints_no_warnings() {
         assert!(err.trim().is_empty(), "{url}: a normal wait printed: {err}");
     }
 }
+
+/// A password with `#` (or `@`, `/`, `?`) typed as is in the URL is the password, not the
+/// start of a fragment.
+#[test]
+fn a_password_with_a_hash_works_as_typed() {
+    let server = lockwise_testkit::RedisServer::start(&["--requirepass", "p#ss@w/rd?"]);
+    let url = format!("redis://:p#ss@w/rd?@127.0.0.1:{}/", server.port());
+    let out = Command::new(BIN)
+        .args(["run", "--url", &url, "--key", "k", "--", "true"])
+        .env_remove("LOCKWISE_URL")
+        .output()
+        .unwrap();
+    assert!(out.status.success(), "{out:?}");
+    let wrong = format!("redis://:p#ss@127.0.0.1:{}/", server.port());
+    let (code, err, _) = run_on(&wrong);
+    assert_eq!(code, 69, "{err}");
+    assert!(
+        err.contains(&format!("redis://:***@127.0.0.1:{}/", server.port())),
+        "{err}"
+    );
+    assert!(!err.contains("p#ss"), "{err}");
+}

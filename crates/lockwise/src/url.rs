@@ -46,6 +46,8 @@ impl BackendUrl {
     /// assert_eq!(BackendUrl::parse("file:./locks").unwrap(), BackendUrl::File(here.join("locks")));
     /// ```
     pub fn parse(raw: &str) -> Result<Self> {
+        let encoded = encode_userinfo(raw);
+        let raw = encoded.as_str();
         let shown = redact_url(raw);
         // `file:locks` and `file:./locks` name a directory relative to the working directory
         // (a URL parser would take them from `/`).
@@ -105,6 +107,31 @@ impl BackendUrl {
             ))),
         }
     }
+}
+
+/// `url` with the characters that would end its user info early (`#`, `?`, `/`, and every
+/// `@` but the last) percent-encoded there, so that a password typed as is (`p#ss`) means
+/// what it says instead of cutting the URL at a fragment.
+fn encode_userinfo(url: &str) -> String {
+    let Some(scheme_end) = url.find("://") else {
+        return url.to_owned();
+    };
+    let rest_start = scheme_end + 3;
+    let rest = &url[rest_start..];
+    let Some(at) = rest.rfind('@') else {
+        return url.to_owned();
+    };
+    let mut userinfo = String::with_capacity(at + 8);
+    for c in rest[..at].chars() {
+        match c {
+            '#' => userinfo.push_str("%23"),
+            '?' => userinfo.push_str("%3F"),
+            '/' => userinfo.push_str("%2F"),
+            '@' => userinfo.push_str("%40"),
+            c => userinfo.push(c),
+        }
+    }
+    format!("{}{userinfo}{}", &url[..rest_start], &rest[at..])
 }
 
 /// `url` with any password replaced by `***`, for messages and logs. Works on malformed URLs
