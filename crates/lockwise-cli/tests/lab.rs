@@ -333,6 +333,8 @@ fn bad_arguments_are_usage_errors() {
         &["lab", "--ttl", "10ms"],
         &["lab", "nonsense"],
         &["lab", "--iterations", "0"],
+        &["lab", "fencing", "--renew"],
+        &["lab", "check-then-delete", "--recheck"],
     ] {
         let out = Command::new(BIN).args(args).output().unwrap();
         assert_eq!(out.status.code(), Some(64), "{args:?}");
@@ -470,15 +472,47 @@ fn all_scenarios_in_one_document() {
 }
 
 #[test]
-fn an_unreachable_lock_server_stops_the_lab_with_69_and_no_output() {
+fn an_unreachable_lock_server_stops_the_lab_with_69_and_a_json_error() {
     let out = Command::new(BIN)
         .args(["lab", "expiry", "--json", "--url"])
         .arg(format!("redis://127.0.0.1:{}", closed_port()))
         .output()
         .unwrap();
     assert_eq!(out.status.code(), Some(69));
-    assert!(out.stdout.is_empty());
+    // With --json, every failure is one JSON document on stdout too.
+    let doc: Value = serde_json::from_slice(&out.stdout).unwrap();
+    assert_eq!(doc["exit_code"], 69, "{doc}");
+    assert!(
+        doc["error"]
+            .as_str()
+            .unwrap()
+            .contains("cannot use redis://")
+    );
     assert!(String::from_utf8_lossy(&out.stderr).contains("cannot use redis://"));
+    let out = Command::new(BIN)
+        .args(["lab", "--json", "--ttl", "10ms"])
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(64));
+    let doc: Value = serde_json::from_slice(&out.stdout).unwrap();
+    assert_eq!(doc["exit_code"], 64, "{doc}");
+}
+
+#[test]
+fn the_queue_server_is_named_when_the_lock_backend_is_not_postgres() {
+    let backend = Backend::file();
+    let out = Command::new(BIN)
+        .args(["lab", "queue-crash", "--url", &backend.url(), "--queue-url"])
+        .arg(postgres_url())
+        .output()
+        .unwrap();
+    let text = String::from_utf8_lossy(&out.stdout);
+    assert!(
+        text.lines()
+            .next()
+            .is_some_and(|l| l.contains("queue-crash runs on postgres://")),
+        "{text}"
+    );
 }
 
 #[test]

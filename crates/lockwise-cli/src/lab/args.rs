@@ -57,6 +57,9 @@ pub(crate) struct LabArgs {
 impl LabArgs {
     /// The limits clap cannot express: `Err` holds the message for a usage error.
     pub(super) fn check(&self) -> Result<(), &'static str> {
+        if (self.renew || self.recheck) && self.scenario.is_some_and(|s| s.name != "expiry") {
+            return Err("--renew and --recheck choose variants of the expiry scenario only");
+        }
         if self.pause <= self.ttl {
             return Err(
                 "--pause must be longer than --ttl (the lab pauses a holder past its lease)",

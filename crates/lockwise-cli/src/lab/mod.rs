@@ -33,38 +33,38 @@ use crate::exit;
 
 /// Runs `lockwise lab`.
 pub(crate) async fn run(args: LabArgs) -> u8 {
+    let fail = |code: u8, message: String| failed(args.json, code, message);
     if let Err(message) = args.check() {
-        eprintln!("lockwise lab: {message}");
-        return exit::USAGE;
+        return fail(exit::USAGE, message.to_owned());
     }
     let (url, backend) = match LabBackend::resolve(args.url.as_deref()) {
         Ok(found) => found,
-        Err(message) => {
-            eprintln!("lockwise lab: {message}");
-            return exit::USAGE;
-        }
+        Err(message) => return fail(exit::USAGE, message),
     };
     // A lock server that does not answer stops the lab before any scenario, rather than
     // turning every scenario into a failure.
     match tokio::time::timeout(Duration::from_secs(10), lockwise::Locker::connect(&url)).await {
         Ok(Ok(_)) => {}
         Ok(Err(e)) => {
-            eprintln!("lockwise lab: cannot use {}: {e}", redact_url(&url));
-            return exit::for_error(&e);
+            return fail(
+                exit::for_error(&e),
+                format!("cannot use {}: {e}", redact_url(&url)),
+            );
         }
         Err(_) => {
-            eprintln!(
-                "lockwise lab: {} did not answer within 10 s",
-                redact_url(&url)
+            return fail(
+                exit::BACKEND,
+                format!("{} did not answer within 10 s", redact_url(&url)),
             );
-            return exit::BACKEND;
         }
     }
     let exe = match std::env::current_exe() {
         Ok(exe) => exe,
         Err(e) => {
-            eprintln!("lockwise lab: cannot find the lockwise executable: {e}");
-            return exit::BACKEND;
+            return fail(
+                exit::BACKEND,
+                format!("cannot find the lockwise executable: {e}"),
+            );
         }
     };
     children::kill_all_on_signal();
@@ -82,8 +82,16 @@ pub(crate) async fn run(args: LabArgs) -> u8 {
             .collect(),
     };
     if lab.text {
+        // queue-crash needs PostgreSQL whatever the lock backend: name the one it uses.
+        let queue = if chosen.iter().any(|s| s.name == "queue-crash")
+            && !matches!(lab.backend, LabBackend::Postgres(_))
+        {
+            format!("; queue-crash runs on {}", redact_url(&lab.queue_url))
+        } else {
+            String::new()
+        };
         println!(
-            "lockwise lab: backend {} ({}), TTL {}, pause {}; times are UTC\n",
+            "lockwise lab: backend {} ({}), TTL {}, pause {}{queue}; times are UTC\n",
             lab.backend.name(),
             redact_url(&lab.url),
             humantime::format_duration(lab.ttl),
@@ -106,4 +114,17 @@ pub(crate) async fn run(args: LabArgs) -> u8 {
         println!("{}", report::json(&reports));
     }
     report::exit_status(&reports)
+}
+
+/// Reports a failure that stops the lab before any scenario: on stderr, and with `--json` as
+/// one JSON document on stdout too (`{"error", "exit_code"}`), so a script always gets JSON.
+fn failed(json: bool, code: u8, message: String) -> u8 {
+    eprintln!("lockwise lab: {message}");
+    if json {
+        println!(
+            "{}",
+            serde_json::json!({ "error": message, "exit_code": code })
+        );
+    }
+    code
 }
