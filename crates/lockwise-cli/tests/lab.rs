@@ -214,6 +214,25 @@ fn check_then_delete_on_redis() {
     check_then_delete(Backend::Redis);
 }
 
+/// A window too narrow to hit the race says so, once, and how to hit it.
+#[test]
+fn a_race_not_hit_says_how_to_hit_it() {
+    let (_, doc) = lab(
+        &Backend::file(),
+        &["check-then-delete", "--gap", "100us", "--iterations", "2"],
+    );
+    let v = variant(&doc, "GET, compare, then DEL");
+    let outcome = v["outcome"].to_string();
+    if verdict(v, "wrong_deletions") == 0 {
+        assert!(outcome.contains("not hit"), "{outcome}");
+        assert!(outcome.contains("--gap 5ms"), "{outcome}");
+    }
+    assert!(
+        !outcome.to_lowercase().contains("not as predicted"),
+        "the outcome repeats the verdict: {outcome}"
+    );
+}
+
 fn fencing(backend: Backend) {
     let (code, doc) = lab(&backend, &["fencing"]);
     assert_predicted(code, &doc);

@@ -55,6 +55,6 @@ pub(super) fn expect(seen: &str, checks: &[(bool, &str)]) -> Outcome {
     if failed.is_empty() {
         Ok(seen.to_owned())
     } else {
-        Err(format!("not as predicted: {}", failed.join("; ")))
+        Err(failed.join("; "))
     }
 }
