@@ -32,8 +32,8 @@ pub(crate) struct ActorArgs {
     /// The actor's role in the scenario (A, B, C, W1, …).
     #[arg(long)]
     role: String,
-    /// The lock backend.
-    #[arg(long)]
+    /// The lock backend (from the environment, so that no password shows in `ps`).
+    #[arg(long, env = "LOCKWISE_LAB_ACTOR_URL", hide_env_values = true)]
     url: String,
     /// The lock's key (also the fenced resource's name).
     #[arg(long)]
@@ -44,8 +44,8 @@ pub(crate) struct ActorArgs {
     /// The fenced resource: `file:<path>`, `redis` or `postgres`.
     #[arg(long)]
     fence: Option<String>,
-    /// The queue's PostgreSQL URL.
-    #[arg(long)]
+    /// The queue's PostgreSQL URL (from the environment, like `--url`).
+    #[arg(long, env = "LOCKWISE_LAB_ACTOR_QUEUE_URL", hide_env_values = true)]
     queue_url: Option<String>,
 }
 

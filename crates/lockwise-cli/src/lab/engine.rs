@@ -197,8 +197,10 @@ impl Lab {
     /// Starts actor `name` on `key` and waits until it is ready.
     pub(super) async fn spawn(&self, name: &str, key: &str, extra: &Extra) -> LabResult<Proc> {
         let mut cmd = tokio::process::Command::new(&self.exe);
+        // URLs go through the environment: a password on a command line shows in `ps`.
         cmd.arg("lab-actor")
-            .args(["--role", name, "--url", &self.url, "--key", key]);
+            .args(["--role", name, "--key", key])
+            .env("LOCKWISE_LAB_ACTOR_URL", &self.url);
         if let Some(schema) = &extra.schema {
             cmd.args(["--schema", schema]);
         }
@@ -206,7 +208,7 @@ impl Lab {
             cmd.args(["--fence", fence]);
         }
         if let Some(url) = &extra.queue_url {
-            cmd.args(["--queue-url", url]);
+            cmd.env("LOCKWISE_LAB_ACTOR_QUEUE_URL", url);
         }
         if std::env::var_os("LOCKWISE_LOG").is_none() {
             cmd.env("LOCKWISE_LOG", "error");
