@@ -107,6 +107,16 @@ impl MysqlBuilder {
 
 /// Creates the counter table, one process at a time.
 async fn migrate(conn: &mut MySqlConnection) -> sqlx::Result<()> {
+    // Present (the usual case): no DDL, so a user without CREATE can take locks.
+    let present: i64 = sqlx::query_scalar(
+        "SELECT COUNT(*) FROM information_schema.tables \
+         WHERE table_schema = DATABASE() AND table_name = 'lockwise_fence'",
+    )
+    .fetch_one(&mut *conn)
+    .await?;
+    if present > 0 {
+        return Ok(());
+    }
     sqlx::query("SELECT GET_LOCK('lockwise:migrate', 10)")
         .execute(&mut *conn)
         .await?;

@@ -145,13 +145,18 @@ impl MysqlDriver {
     /// it is not there; each later version is applied when the column it adds is missing, so a
     /// migration cut short by a crash (MySQL DDL is not transactional) is finished next time.
     async fn apply_migrations(&self, conn: &mut MySqlConnection) -> Result<()> {
+        let has_started = || {
+            sqlx::query_scalar::<_, i64>(COLUMN_EXISTS)
+                .bind(&self.table)
+                .bind("started")
+        };
+        // Up to date (the usual case): one read and no DDL, so that a user without CREATE
+        // privileges can open a queue an administrator migrated.
+        if has_started().fetch_one(&mut *conn).await? != 0 {
+            return Ok(());
+        }
         sqlx::raw_sql(self.sql(V1)).execute(&mut *conn).await?;
-        let has_started: i64 = sqlx::query_scalar(COLUMN_EXISTS)
-            .bind(&self.table)
-            .bind("started")
-            .fetch_one(&mut *conn)
-            .await?;
-        if has_started == 0 {
+        if has_started().fetch_one(&mut *conn).await? == 0 {
             sqlx::raw_sql(self.sql(V2)).execute(&mut *conn).await?;
             tracing::info!(version = 2, "queue tables migrated");
         }

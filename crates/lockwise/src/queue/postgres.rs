@@ -33,6 +33,7 @@ struct Statements {
     migrations_table: String,
     migrate_lock: String,
     migration_version: String,
+    migrations_present: String,
     migration_applied: String,
     enqueue: String,
     claim: String,
@@ -65,6 +66,7 @@ impl Statements {
             migrations_table: sql!("migrations_table.sql"),
             migrate_lock: sql!("migrate_lock.sql"),
             migration_version: sql!("migration_version.sql"),
+            migrations_present: sql!("migrations_present.sql"),
             migration_applied: sql!("migration_applied.sql"),
             enqueue: sql!("enqueue.sql"),
             claim: sql!("claim.sql"),
@@ -126,6 +128,20 @@ impl PgDriver {
     }
 
     async fn apply_migrations(&self, conn: &mut PgConnection) -> Result<()> {
+        // Up to date (the usual case): two reads and no DDL, so that a user without CREATE
+        // privileges can open a queue an administrator migrated.
+        let latest = MIGRATIONS.iter().map(|(version, _)| *version).max();
+        let present: bool = sqlx::query_scalar(q(&self.sql.migrations_present))
+            .fetch_one(&mut *conn)
+            .await?;
+        if present {
+            let current: Option<i32> = sqlx::query_scalar(q(&self.sql.migration_version))
+                .fetch_one(&mut *conn)
+                .await?;
+            if current >= latest {
+                return Ok(());
+            }
+        }
         let mut tx = conn.begin().await?;
         sqlx::query(q(&self.sql.migrate_lock))
             .bind(ADVISORY_CLASS)

@@ -1,0 +1,164 @@
+//! The grants the README documents are enough: after an administrator ran `migrate`, a user
+//! with only those grants takes locks, writes through the fence, runs effects once and works
+//! the queue, on PostgreSQL and on MariaDB. (A grant missing from the documented list makes
+//! one of these calls fail.)
+
+#![allow(clippy::unwrap_used, clippy::expect_used)]
+
+use std::time::Duration;
+
+use lockwise::backend::mysql::MysqlBackend;
+use lockwise::backend::postgres::PostgresBackend;
+use lockwise::postgres::Store;
+use lockwise::queue::{ConnectOptions, Job, Worker};
+use lockwise::{LockOptions, Locker};
+use lockwise_testkit::{PgSchema, TestDatabase, sql_now, unique};
+use tokio_util::sync::CancellationToken;
+
+/// The locks, the fence, run-once and the queue, as whoever `url` logs in as.
+async fn everything_works_as(lock_url: &str, queue_url: &str, schema: &str, postgres: bool) {
+    let locker = if postgres {
+        Locker::new(
+            PostgresBackend::builder(lock_url)
+                .schema(schema)
+                .connect()
+                .await
+                .unwrap(),
+        )
+    } else {
+        Locker::new(MysqlBackend::connect(lock_url).await.unwrap())
+    };
+    let guard = locker
+        .try_acquire("report", &LockOptions::ttl(Duration::from_secs(10)))
+        .await
+        .unwrap()
+        .unwrap();
+    if postgres {
+        let pool = sqlx::PgPool::connect(lock_url).await.unwrap();
+        let store = Store::with_schema(pool.clone(), schema).unwrap();
+        let mut tx = pool.begin().await.unwrap();
+        store.fence(&mut tx, "report", guard.token()).await.unwrap();
+        tx.commit().await.unwrap();
+        let ran = store
+            .run_once("scope", "key", |_tx| Box::pin(async { Ok::<_, lockwise::Error>(()) }))
+            .await
+            .unwrap();
+        assert_eq!(ran, lockwise::postgres::Once::Done(()));
+        let mut tx = pool.begin().await.unwrap();
+        let xact = store
+            .lock_xact(&mut tx, "invoice", Duration::from_secs(1))
+            .await
+            .unwrap();
+        assert!(xact.is_some());
+        tx.commit().await.unwrap();
+    }
+    assert!(guard.release().await.unwrap());
+
+    let queue = lockwise::queue::connect(
+        queue_url,
+        ConnectOptions::default().queue("q").schema(schema),
+    )
+    .await
+    .unwrap();
+    queue
+        .enqueue_many((0..3).map(|n| Job::new(serde_json::json!({ "n": n }))))
+        .await
+        .unwrap();
+    let stop = CancellationToken::new();
+    let done = std::sync::Arc::new(std::sync::atomic::AtomicUsize::new(0));
+    let (counter, stopper) = (done.clone(), stop.clone());
+    let report = Worker::new(queue.clone())
+        .lease(Duration::from_secs(5))
+        .run(
+            move |_job| {
+                let (counter, stopper) = (counter.clone(), stopper.clone());
+                async move {
+                    if counter.fetch_add(1, std::sync::atomic::Ordering::SeqCst) + 1 == 3 {
+                        stopper.cancel();
+                    }
+                    Ok::<_, String>(())
+                }
+            },
+            stop,
+        )
+        .await
+        .unwrap();
+    assert_eq!(report.done, 3);
+    let stats = queue.stats().await.unwrap();
+    assert_eq!(stats.done, 3, "{stats:?}");
+}
+
+#[tokio::test]
+async fn postgres_works_with_the_documented_grants() {
+    let schema = PgSchema::new("leastpriv");
+    let admin = schema.url().to_owned();
+    let name = schema.name().to_owned();
+    // The administrator migrates (locks, fence, run-once and the queue).
+    PostgresBackend::builder(admin.as_str())
+        .schema(name.as_str())
+        .connect()
+        .await
+        .unwrap();
+    lockwise::queue::connect(&admin, ConnectOptions::default().schema(name.as_str()))
+        .await
+        .unwrap();
+    let role = unique("lw_user").replace('-', "_");
+    // The grants documented in the README, word for word.
+    let grants = [
+        format!("CREATE ROLE {role} LOGIN"),
+        format!("GRANT USAGE ON SCHEMA {name} TO {role}"),
+        format!("GRANT SELECT, INSERT, UPDATE, DELETE ON ALL TABLES IN SCHEMA {name} TO {role}"),
+        format!("GRANT USAGE, UPDATE ON ALL SEQUENCES IN SCHEMA {name} TO {role}"),
+        format!("GRANT EXECUTE ON ALL FUNCTIONS IN SCHEMA {name} TO {role}"),
+    ];
+    sql_now(&admin, &grants);
+    let as_user = admin.replacen("postgres://postgres@", &format!("postgres://{role}@"), 1);
+    assert_ne!(as_user, admin, "the URL names the admin user: {admin}");
+    let cleanup = [
+        format!("DROP OWNED BY {role}"),
+        format!("DROP ROLE {role}"),
+    ];
+    let outcome = tokio::spawn({
+        let (as_user, name) = (as_user.clone(), name.clone());
+        async move { everything_works_as(&as_user, &as_user, &name, true).await }
+    })
+    .await;
+    drop(schema);
+    sql_now(&admin, &cleanup);
+    outcome.unwrap();
+}
+
+#[tokio::test]
+async fn mariadb_works_with_the_documented_grants() {
+    let db = TestDatabase::mysql("leastpriv");
+    let admin = db.url();
+    let name = db.name().to_owned();
+    MysqlBackend::connect(&admin).await.unwrap();
+    lockwise::queue::connect(&admin, ConnectOptions::default())
+        .await
+        .unwrap();
+    let user = unique("lw").replace('-', "_");
+    let user = &user[..user.len().min(32)];
+    let grants = [
+        format!("CREATE USER '{user}'@'%'"),
+        format!("CREATE USER '{user}'@'localhost'"),
+        format!("GRANT SELECT, INSERT, UPDATE, DELETE ON `{name}`.* TO '{user}'@'%'"),
+        format!("GRANT SELECT, INSERT, UPDATE, DELETE ON `{name}`.* TO '{user}'@'localhost'"),
+    ];
+    sql_now(&admin, &grants);
+    let as_user = admin.replacen("mysql://root@", &format!("mysql://{user}@"), 1);
+    assert_ne!(as_user, admin, "the URL names root: {admin}");
+    let outcome = tokio::spawn({
+        let as_user = as_user.clone();
+        async move { everything_works_as(&as_user, &as_user, "lockwise", false).await }
+    })
+    .await;
+    sql_now(
+        &admin,
+        &[
+            format!("DROP USER '{user}'@'%'"),
+            format!("DROP USER '{user}'@'localhost'"),
+        ],
+    );
+    outcome.unwrap();
+}
