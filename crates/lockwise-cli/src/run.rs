@@ -30,8 +30,9 @@ Exit codes:
   75                   the lock was not obtained within --wait (see --conflict-exit-code)
 
 The command gets LOCKWISE_FENCING_TOKEN and LOCKWISE_LOCK_KEY in its environment. It runs in
-a process group of its own; SIGINT, SIGTERM, SIGHUP and SIGQUIT are forwarded to that group,
-and if lockwise dies (even by SIGKILL) the group gets SIGTERM, then SIGKILL after the
+a process group of its own; SIGINT, SIGTERM, SIGHUP and SIGQUIT are forwarded to that group.
+On a terminal, that group gets the foreground while it lives (prompts work, Ctrl-C reaches
+the command). If lockwise dies (even by SIGKILL) the group gets SIGTERM, then SIGKILL after the
 --kill-after grace. When the lease cannot be renewed, the group gets SIGTERM the grace
 (--kill-after, at most TTL/4) before the lease could run out and SIGKILL at the local deadline,
 so no process of the command works on after the server may have given the lock to someone
@@ -132,9 +133,13 @@ async fn run_checked(args: RunArgs) -> Result<u8, Failure> {
     // The command must be gone before the server can expire the lease: it gets SIGTERM
     // `grace` before the local deadline and SIGKILL at it.
     let grace = args.kill_after.min(args.ttl / 4);
-    let child = match spawn(&args.command, &key, &guard, grace) {
+    let terminal = Terminal::foreground();
+    let child = match spawn(&args.command, &key, &guard, grace, terminal.as_ref()) {
         Ok(child) => child,
         Err(e) => {
+            if let Some(terminal) = &terminal {
+                terminal.take_back();
+            }
             let name = args.command[0].to_string_lossy();
             release(guard).await;
             let code = match e.kind() {
@@ -148,6 +153,9 @@ async fn run_checked(args: RunArgs) -> Result<u8, Failure> {
         }
     };
     let outcome = supervise(child, &guard, grace, &mut signals).await;
+    if let Some(terminal) = &terminal {
+        terminal.take_back();
+    }
     release(guard).await;
     match outcome {
         Outcome::Exited(status) => Ok(exit_code(status)),
@@ -184,9 +192,88 @@ async fn locker(url: Option<&str>) -> Result<Locker, Failure> {
     })
 }
 
+/// The terminal on stdin, when lockwise runs in its foreground: an interactive command must
+/// get it.
+///
+/// The command keeps its process group of its own (under `lockwise supervise`), so that a lost
+/// lock, a second signal or the death of lockwise still reach the whole tree with one
+/// `killpg`, and lockwise never signals itself. Running the command in lockwise's own group
+/// instead would give up that: a SIGKILL of the group on loss would kill lockwise too, and
+/// whatever the command left behind would be mixed with lockwise in one group. So, as a shell
+/// does for a foreground job, that group is made the terminal's foreground group
+/// (`tcsetpgrp`) before the command is executed: it may read the terminal (no SIGTTIN that
+/// would stop it), and Ctrl-C and Ctrl-\ reach it directly, as under flock(1). The supervisor
+/// in that group drops them (they are for the command). Once the group is gone, lockwise takes the foreground
+/// back for its own group (SIGTTOU blocked meanwhile, as lockwise is then a background
+/// process of the terminal). Without a terminal, or when lockwise itself runs in the
+/// background, nothing changes. Not handled: Ctrl-Z stops the command but not lockwise.
+struct Terminal {
+    /// lockwise's own process group, which had the foreground.
+    own: Pid,
+}
+
+impl Terminal {
+    /// The terminal, if stdin is one, it is lockwise's controlling terminal, and lockwise's
+    /// group has its foreground.
+    fn foreground() -> Option<Terminal> {
+        use std::io::IsTerminal;
+        let stdin = io::stdin();
+        if !stdin.is_terminal() {
+            return None;
+        }
+        let own = nix::unistd::getpgrp();
+        (nix::unistd::tcgetpgrp(&stdin).ok()? == own).then_some(Terminal { own })
+    }
+
+    /// Gives the terminal's foreground back to lockwise's group.
+    fn take_back(&self) {
+        let own = self.own;
+        let _ = without_sigttou(|| nix::unistd::tcsetpgrp(io::stdin(), own));
+    }
+
+    /// In the forked child, before exec: makes its new process group the foreground group.
+    #[allow(unsafe_code)]
+    fn give_to_child(&self, command: &mut Command) {
+        // SAFETY: the closure runs in the forked child before exec (after `process_group(0)`
+        // made it a group leader) and only makes the async-signal-safe calls pthread_sigmask,
+        // getpid and tcsetpgrp (an ioctl) on fd 0, which is open for the whole closure.
+        unsafe {
+            command.pre_exec(|| {
+                let stdin = std::os::fd::BorrowedFd::borrow_raw(0);
+                let me = nix::unistd::getpid();
+                // A failure leaves the command in the background, as before: not fatal.
+                let _ = without_sigttou(|| nix::unistd::tcsetpgrp(stdin, me));
+                Ok(())
+            });
+        }
+    }
+}
+
+/// Runs `f` with SIGTTOU blocked in this thread: a process outside the terminal's foreground
+/// group may then change it instead of being stopped.
+fn without_sigttou<T>(f: impl FnOnce() -> T) -> T {
+    use nix::sys::signal::{SigSet, SigmaskHow, pthread_sigmask};
+    let mut ttou = SigSet::empty();
+    ttou.add(Signal::SIGTTOU);
+    let mut before = SigSet::empty();
+    let _ = pthread_sigmask(SigmaskHow::SIG_BLOCK, Some(&ttou), Some(&mut before));
+    let result = f();
+    if !before.contains(Signal::SIGTTOU) {
+        let _ = pthread_sigmask(SigmaskHow::SIG_UNBLOCK, Some(&ttou), None);
+    }
+    result
+}
+
 /// Starts the command under `lockwise supervise --forwarded`, in a process group of its own,
-/// so that signals reach the whole tree and the tree dies with lockwise.
-fn spawn(command: &[OsString], key: &str, guard: &Guard, grace: Duration) -> io::Result<Child> {
+/// so that signals reach the whole tree and the tree dies with lockwise; on a terminal, that
+/// group gets its foreground (see [`Terminal`]).
+fn spawn(
+    command: &[OsString],
+    key: &str,
+    guard: &Guard,
+    grace: Duration,
+    terminal: Option<&Terminal>,
+) -> io::Result<Child> {
     let mut supervised = Command::new(std::env::current_exe()?);
     supervised
         .args(["supervise", "--forwarded", "--kill-after"])
@@ -199,6 +286,9 @@ fn spawn(command: &[OsString], key: &str, guard: &Guard, grace: Duration) -> io:
         .env_remove("LOCKWISE_URL")
         .process_group(0);
     crate::child::stop_with_parent(&mut supervised, Signal::SIGTERM);
+    if let Some(terminal) = terminal {
+        terminal.give_to_child(&mut supervised);
+    }
     supervised.spawn()
 }
 

@@ -837,3 +837,171 @@ fn rediss_works_with_a_trusted_ca() {
         "{out:?}"
     );
 }
+
+/// A `lockwise` on a pseudo-terminal of its own, as in an interactive shell: script(1) makes
+/// the pty the controlling terminal of a new session and relays its stdin to it, and the
+/// pty's output (echo included) to its stdout. Its exit code is lockwise's.
+struct OnTerminal {
+    script: Child,
+    input: std::process::ChildStdin,
+    lines: std::sync::mpsc::Receiver<String>,
+}
+
+impl OnTerminal {
+    fn run(args: &[&str]) -> OnTerminal {
+        let quote = |a: &str| format!("'{}'", a.replace('\'', r"'\''"));
+        let line: Vec<String> = std::iter::once(BIN)
+            .chain(args.iter().copied())
+            .map(quote)
+            .collect();
+        let mut script = Command::new("script")
+            .args(["-qec", &line.join(" "), "/dev/null"])
+            .env_remove("LOCKWISE_URL")
+            .stdin(Stdio::piped())
+            .stdout(Stdio::piped())
+            .spawn()
+            .expect("script(1) from util-linux");
+        let input = script.stdin.take().expect("stdin");
+        let output = script.stdout.take().expect("stdout");
+        let (tx, lines) = std::sync::mpsc::channel();
+        std::thread::spawn(move || {
+            use std::io::BufRead;
+            for line in BufReader::new(output).lines().map_while(Result::ok) {
+                let _ = tx.send(line.trim_end_matches('\r').to_owned());
+            }
+        });
+        OnTerminal {
+            script,
+            input,
+            lines,
+        }
+    }
+
+    /// Types `text` on the terminal.
+    fn type_in(&mut self, text: &str) {
+        use std::io::Write;
+        self.input
+            .write_all(text.as_bytes())
+            .expect("write to the terminal");
+        self.input.flush().expect("flush");
+    }
+
+    /// Waits up to `limit` for an output line equal to `wanted`.
+    fn expect_line(&self, wanted: &str, limit: Duration) -> bool {
+        let deadline = Instant::now() + limit;
+        while let Some(left) = deadline.checked_duration_since(Instant::now()) {
+            match self.lines.recv_timeout(left) {
+                Ok(line) if line == wanted => return true,
+                Ok(_) => {}
+                Err(_) => return false,
+            }
+        }
+        false
+    }
+
+    /// lockwise's exit code, if it exits within `limit` (else the session is hung up).
+    fn exit_code_within(mut self, limit: Duration) -> Option<i32> {
+        let deadline = Instant::now() + limit;
+        while Instant::now() < deadline {
+            if let Some(status) = self.script.try_wait().expect("wait") {
+                return status.code();
+            }
+            std::thread::sleep(Duration::from_millis(20));
+        }
+        // Hung: kill every process of the terminal's session (a stopped command ignores the
+        // hangup), then script.
+        let leader = proc_stats().find(|s| s.ppid == self.script.id() as i32);
+        for stat in proc_stats().filter(|s| leader.as_ref().is_some_and(|l| s.session == l.pid)) {
+            let _ = nix::sys::signal::kill(
+                nix::unistd::Pid::from_raw(stat.pid),
+                nix::sys::signal::Signal::SIGKILL,
+            );
+        }
+        let _ = self.script.kill();
+        let _ = self.script.wait();
+        None
+    }
+}
+
+/// A prompt works under `lockwise run` in a terminal, as under flock(1): the command reads
+/// the line typed (it is not stopped by SIGTTIN in a background process group) and lockwise
+/// exits with its exit code.
+#[test]
+fn an_interactive_command_reads_the_terminal() {
+    let b = Backend::file();
+    let url = b.url();
+    let mut term = OnTerminal::run(&[
+        "run",
+        "--url",
+        &url,
+        "--key",
+        "k",
+        "--",
+        "sh",
+        "-c",
+        "echo prompt; read x; echo \"got:$x\"; exit 4",
+    ]);
+    assert!(
+        term.expect_line("prompt", Duration::from_secs(10)),
+        "the command started"
+    );
+    term.type_in("hello\n");
+    let echoed = term.expect_line("got:hello", Duration::from_secs(5));
+    let code = term.exit_code_within(Duration::from_secs(5));
+    assert!(echoed, "the command did not read the line typed");
+    assert_eq!(
+        code,
+        Some(4),
+        "lockwise did not exit with the command's code"
+    );
+}
+
+/// Ctrl-C on the terminal ends a command waiting for input (exit 130, SIGINT), and the lock
+/// is released.
+#[test]
+fn ctrl_c_ends_an_interactive_command() {
+    let b = Backend::file();
+    let url = b.url();
+    let mut term = OnTerminal::run(&[
+        "run",
+        "--url",
+        &url,
+        "--key",
+        "k",
+        "--",
+        "sh",
+        "-c",
+        "echo prompt; read x; echo never",
+    ]);
+    assert!(
+        term.expect_line("prompt", Duration::from_secs(10)),
+        "the command started"
+    );
+    std::thread::sleep(Duration::from_millis(200)); // let it block in read
+    term.type_in("\x03");
+    assert_eq!(term.exit_code_within(Duration::from_secs(5)), Some(130));
+    let again = lockwise(&url, "k", &[], &["true"]).output().expect("run");
+    assert_eq!(code(&again), 0, "the lock was released: {again:?}");
+}
+
+/// Fields of /proc/PID/stat.
+struct ProcStat {
+    pid: i32,
+    ppid: i32,
+    session: i32,
+}
+
+fn proc_stats() -> impl Iterator<Item = ProcStat> {
+    std::fs::read_dir("/proc")
+        .expect("/proc")
+        .flatten()
+        .filter_map(|entry| {
+            let pid: i32 = entry.file_name().to_str()?.parse().ok()?;
+            let stat = std::fs::read_to_string(entry.path().join("stat")).ok()?;
+            // pid (comm) state ppid pgrp session …
+            let mut fields = stat.rsplit_once(')')?.1.split_whitespace().skip(1);
+            let ppid = fields.next()?.parse().ok()?;
+            let session = fields.nth(1)?.parse().ok()?;
+            Some(ProcStat { pid, ppid, session })
+        })
+}
