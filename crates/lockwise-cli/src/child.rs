@@ -33,11 +33,11 @@ pub(crate) fn stop_with_parent(command: &mut Command, signal: Signal) {
     }
 }
 
-/// `lockwise supervise [--forwarded --kill-after D] -- CMD`: runs CMD in this process's group
-/// (the caller starts it as a group leader) and ends the whole group when its parent
-/// `lockwise` is gone, so that no process of the command outlives the lock or job lease it ran
-/// under, not even after a SIGKILL of `lockwise` itself (the kernel then sends this process
-/// SIGTERM, see [`stop_with_parent`]). Internal to `run` and `queue work`.
+/// `lockwise supervise [--forwarded [--terminal] --kill-after D] -- CMD`: runs CMD in this
+/// process's group (the caller starts it as a group leader) and ends the whole group when its
+/// parent `lockwise` is gone, so that no process of the command outlives the lock or job
+/// lease it ran under, not even after a SIGKILL of `lockwise` itself (the kernel then sends
+/// this process SIGTERM, see [`stop_with_parent`]). Internal to `run` and `queue work`.
 #[derive(Debug, clap::Args)]
 pub(crate) struct SuperviseArgs {
     /// For `lockwise run`, which forwards SIGINT, SIGTERM, SIGHUP and SIGQUIT to the whole
@@ -46,6 +46,11 @@ pub(crate) struct SuperviseArgs {
     /// the lease). Without it, SIGTERM kills the group at once (the queue worker's stop).
     #[arg(long)]
     forwarded: bool,
+    /// With `--forwarded`: the group has the terminal's foreground, so Ctrl-C reaches it
+    /// without lockwise: the second SIGINT or SIGTERM this process gets (from the terminal or
+    /// forwarded) sends the whole group SIGKILL, as lockwise does with the signals it gets.
+    #[arg(long, requires = "forwarded")]
+    terminal: bool,
     /// With `--forwarded`: how long the command has between SIGTERM and SIGKILL.
     #[arg(long, default_value = "0s", value_parser = crate::duration::parse)]
     kill_after: Duration,
@@ -90,6 +95,17 @@ pub(crate) async fn supervise(args: SuperviseArgs) -> u8 {
     // Set once the parent is gone: the group is being stopped and dies by this instant.
     let mut kill_at: Option<Instant> = None;
     let mut status: Option<u8> = None;
+    // With --terminal: the SIGINTs and SIGTERMs meant for the command so far.
+    let mut stops = 0u32;
+    let stop = |stops: &mut u32| {
+        *stops += 1;
+        if args.terminal && *stops >= 2 {
+            eprintln!(
+                "lockwise: a second signal to stop; sending SIGKILL to the command's process group"
+            );
+            let _ = killpg(group, Signal::SIGKILL); // this process included
+        }
+    };
     loop {
         if let Some(code) = status {
             // `lockwise run` holds the lock until the whole group is gone, so this process
@@ -121,9 +137,15 @@ pub(crate) async fn supervise(args: SuperviseArgs) -> u8 {
                 if kill_at.is_none() && nix::unistd::getppid() != parent {
                     kill_at = Some(Instant::now() + args.kill_after);
                     let _ = killpg(group, Signal::SIGTERM); // reaches this process too: ignored
+                } else if kill_at.is_none() {
+                    stop(&mut stops);
                 }
             }
-            _ = any_of(&mut others) => {}
+            sig = any_of(&mut others) => {
+                if sig == Signal::SIGINT && kill_at.is_none() {
+                    stop(&mut stops);
+                }
+            }
         }
     }
 }
@@ -167,13 +189,13 @@ pub(crate) fn group_alive(group: Pid, except: Option<Pid>) -> bool {
     })
 }
 
-/// Resolves when any of `signals` arrives (never, for none).
-async fn any_of(signals: &mut Option<[tokio::signal::unix::Signal; 3]>) {
+/// Resolves when any of `signals` (SIGINT, SIGHUP, SIGQUIT) arrives (never, for none).
+async fn any_of(signals: &mut Option<[tokio::signal::unix::Signal; 3]>) -> Signal {
     match signals {
-        Some([a, b, c]) => tokio::select! {
-            _ = a.recv() => {}
-            _ = b.recv() => {}
-            _ = c.recv() => {}
+        Some([int, hup, quit]) => tokio::select! {
+            _ = int.recv() => Signal::SIGINT,
+            _ = hup.recv() => Signal::SIGHUP,
+            _ = quit.recv() => Signal::SIGQUIT,
         },
         None => std::future::pending().await,
     }

@@ -24,10 +24,14 @@ const EXIT_CODES: &str = "\
 Exit codes:
   the command's own    it ran (128+N if signal N killed it)
   126, 127             the command could not be executed / was not found
+  137                  a second SIGINT or SIGTERM killed the command's process group
   64                   usage error: arguments, key, TTL, duration or URL
   69                   backend failure: refused, authentication, TLS, protocol, timeout
   70                   the lock was lost while the command ran (it got SIGTERM, then SIGKILL)
   75                   the lock was not obtained within --wait (see --conflict-exit-code)
+
+A second SIGINT or SIGTERM (a second Ctrl-C) while the command lingers after the first
+sends its whole process group SIGKILL; lockwise then exits 137 (128 + SIGKILL).
 
 The command gets LOCKWISE_FENCING_TOKEN and LOCKWISE_LOCK_KEY in its environment. It runs in
 a process group of its own; SIGINT, SIGTERM, SIGHUP and SIGQUIT are forwarded to that group.
@@ -203,9 +207,10 @@ async fn locker(url: Option<&str>) -> Result<Locker, Failure> {
 /// does for a foreground job, that group is made the terminal's foreground group
 /// (`tcsetpgrp`) before the command is executed: it may read the terminal (no SIGTTIN that
 /// would stop it), and Ctrl-C and Ctrl-\ reach it directly, as under flock(1). The supervisor
-/// in that group drops them (they are for the command). Once the group is gone, lockwise takes the foreground
-/// back for its own group (SIGTTOU blocked meanwhile, as lockwise is then a background
-/// process of the terminal). Without a terminal, or when lockwise itself runs in the
+/// in that group drops them (they are for the command), but sends the group SIGKILL at the
+/// second SIGINT or SIGTERM, as lockwise does with the signals it gets itself. Once the group
+/// is gone, lockwise takes the foreground back for its own group (SIGTTOU blocked meanwhile,
+/// as lockwise is then a background process of the terminal). Without a terminal, or when lockwise itself runs in the
 /// background, nothing changes. Not handled: Ctrl-Z stops the command but not lockwise.
 struct Terminal {
     /// lockwise's own process group, which had the foreground.
@@ -277,7 +282,11 @@ fn spawn(
     let mut supervised = Command::new(std::env::current_exe()?);
     supervised
         .args(["supervise", "--forwarded", "--kill-after"])
-        .arg(format!("{}ms", grace.as_millis()))
+        .arg(format!("{}ms", grace.as_millis()));
+    if terminal.is_some() {
+        supervised.arg("--terminal");
+    }
+    supervised
         .arg("--")
         .args(command)
         .env("LOCKWISE_FENCING_TOKEN", guard.token().to_string())
@@ -329,9 +338,10 @@ impl Signals {
 }
 
 /// Waits until the command and every other process of its group have exited, forwarding
-/// signals. The group gets SIGTERM when the lock is lost, or `grace` before the local deadline
-/// when renewals have not moved it (the lease may be about to run out), and SIGKILL `grace`
-/// after that: so the command is gone before the server can give the lock to someone else.
+/// signals; a second SIGINT or SIGTERM (the command lingers after the first) sends the group
+/// SIGKILL instead, and lockwise then exits 137 (the supervisor's 128 + SIGKILL). The group
+/// gets SIGTERM when the lock is lost, or `grace` before the local deadline when renewals
+/// have not moved it (the lease may be about to run out), and SIGKILL `grace` after that: so the command is gone before the server can give the lock to someone else.
 /// The outcome is then `Lost`, once the group is gone.
 async fn supervise(
     mut child: Child,
@@ -352,6 +362,8 @@ async fn supervise(
     let mut stopped_at: Option<Instant> = None;
     let mut stalled = false;
     let mut killed = false;
+    // SIGINTs and SIGTERMs forwarded: the second one kills the group.
+    let mut stops = 0u32;
     loop {
         if status.is_some() && !group.is_some_and(|g| crate::child::group_alive(g, None)) {
             break;
@@ -384,7 +396,20 @@ async fn supervise(
                 killed = true;
                 signal_group(Signal::SIGKILL);
             }
-            sig = signals.recv() => signal_group(sig),
+            sig = signals.recv() => {
+                if matches!(sig, Signal::SIGINT | Signal::SIGTERM) {
+                    stops += 1;
+                }
+                if stops >= 2 && !killed {
+                    eprintln!(
+                        "lockwise: a second {sig}; sending SIGKILL to the command's process group"
+                    );
+                    killed = true;
+                    signal_group(Signal::SIGKILL);
+                } else {
+                    signal_group(sig);
+                }
+            }
             exited = child.wait(), if status.is_none() => status = Some(exited),
             // The command is gone but others of its group still run: look again shortly.
             _ = sleep(Duration::from_millis(50)), if status.is_some() => {}

@@ -886,12 +886,13 @@ impl OnTerminal {
         self.input.flush().expect("flush");
     }
 
-    /// Waits up to `limit` for an output line equal to `wanted`.
+    /// Waits up to `limit` for an output line ending with `wanted` (after the echo of a
+    /// control character such as `^C`).
     fn expect_line(&self, wanted: &str, limit: Duration) -> bool {
         let deadline = Instant::now() + limit;
         while let Some(left) = deadline.checked_duration_since(Instant::now()) {
             match self.lines.recv_timeout(left) {
-                Ok(line) if line == wanted => return true,
+                Ok(line) if line.ends_with(wanted) => return true,
                 Ok(_) => {}
                 Err(_) => return false,
             }
@@ -899,8 +900,8 @@ impl OnTerminal {
         false
     }
 
-    /// lockwise's exit code, if it exits within `limit` (else the session is hung up).
-    fn exit_code_within(mut self, limit: Duration) -> Option<i32> {
+    /// lockwise's exit code, if it exits within `limit` (else its session is killed).
+    fn exit_code_within(&mut self, limit: Duration) -> Option<i32> {
         let deadline = Instant::now() + limit;
         while Instant::now() < deadline {
             if let Some(status) = self.script.try_wait().expect("wait") {
@@ -908,8 +909,17 @@ impl OnTerminal {
             }
             std::thread::sleep(Duration::from_millis(20));
         }
-        // Hung: kill every process of the terminal's session (a stopped command ignores the
-        // hangup), then script.
+        None
+    }
+}
+
+impl Drop for OnTerminal {
+    /// A hung lockwise: kill every process of the terminal's session (a stopped command
+    /// ignores the hangup), then script.
+    fn drop(&mut self) {
+        if let Ok(Some(_)) = self.script.try_wait() {
+            return;
+        }
         let leader = proc_stats().find(|s| s.ppid == self.script.id() as i32);
         for stat in proc_stats().filter(|s| leader.as_ref().is_some_and(|l| s.session == l.pid)) {
             let _ = nix::sys::signal::kill(
@@ -919,7 +929,6 @@ impl OnTerminal {
         }
         let _ = self.script.kill();
         let _ = self.script.wait();
-        None
     }
 }
 
@@ -1004,4 +1013,96 @@ fn proc_stats() -> impl Iterator<Item = ProcStat> {
             let session = fields.nth(1)?.parse().ok()?;
             Some(ProcStat { pid, ppid, session })
         })
+}
+
+/// Waits up to `limit` for `child` to exit; kills it (and `pids`) and returns None if not.
+fn exit_within(child: &mut Child, limit: Duration, pids: &[i32]) -> Option<i32> {
+    let deadline = Instant::now() + limit;
+    while Instant::now() < deadline {
+        if let Some(status) = child.try_wait().expect("wait") {
+            return status.code();
+        }
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    for &pid in pids.iter().chain(&[child.id() as i32]) {
+        let _ = nix::sys::signal::kill(
+            nix::unistd::Pid::from_raw(pid),
+            nix::sys::signal::Signal::SIGKILL,
+        );
+    }
+    let _ = child.wait();
+    None
+}
+
+/// A command that traps SIGINT and SIGTERM and keeps running: the first SIGINT sent to
+/// lockwise reaches it, the second kills its whole process group (a background process that
+/// ignores SIGINT included); lockwise exits 137 and releases the lock.
+#[test]
+fn a_second_signal_kills_the_group() {
+    use nix::sys::signal::{Signal, kill};
+    let b = Backend::file();
+    let key = b.key();
+    let script = "trap 'echo got-signal' INT TERM; sleep 600 & echo \"grandchild $!\"; \
+                  echo \"shell $$\"; echo started; while true; do sleep 0.05; done";
+    let mut child = lockwise(&b.url(), &key, &[], &["sh", "-c", script])
+        .stdout(Stdio::piped())
+        .spawn()
+        .expect("spawn");
+    let mut out = BufReader::new(child.stdout.take().expect("stdout"));
+    let pid_after = |out: &mut BufReader<_>, prefix: &str| -> i32 {
+        let line = wait_for_line(out, Duration::from_secs(10), |l| l.starts_with(prefix))
+            .expect("pid line");
+        line[prefix.len()..].trim().parse().expect("pid")
+    };
+    let grandchild = pid_after(&mut out, "grandchild ");
+    let shell = pid_after(&mut out, "shell ");
+    wait_for_line(&mut out, Duration::from_secs(10), |l| l == "started").expect("started");
+    let lockwise_pid = nix::unistd::Pid::from_raw(child.id() as i32);
+    kill(lockwise_pid, Signal::SIGINT).expect("SIGINT");
+    assert!(
+        wait_for_line(&mut out, Duration::from_secs(5), |l| l == "got-signal").is_some(),
+        "the first SIGINT reached the command"
+    );
+    std::thread::sleep(Duration::from_millis(300));
+    assert!(alive(shell), "the command lingers after the first SIGINT");
+    kill(lockwise_pid, Signal::SIGINT).expect("SIGINT");
+    let exited = exit_within(&mut child, Duration::from_secs(3), &[shell, grandchild]);
+    assert_eq!(exited, Some(137), "lockwise exits 128 + SIGKILL");
+    assert!(!alive(shell), "the command survived the second SIGINT");
+    assert!(!alive(grandchild), "the background process survived");
+    let again = lockwise(&b.url(), &key, &[], &["true"])
+        .output()
+        .expect("run");
+    assert_eq!(code(&again), 0, "the lock was released: {again:?}");
+}
+
+/// On a terminal, Ctrl-C reaches the command's group without lockwise: the second Ctrl-C
+/// kills the group all the same (exit 137).
+#[test]
+fn a_second_ctrl_c_kills_an_interactive_command() {
+    let b = Backend::file();
+    let url = b.url();
+    let mut term = OnTerminal::run(&[
+        "run",
+        "--url",
+        &url,
+        "--key",
+        "k",
+        "--",
+        "sh",
+        "-c",
+        "trap 'echo got-int' INT; echo prompt; while true; do sleep 0.05; done",
+    ]);
+    assert!(
+        term.expect_line("prompt", Duration::from_secs(10)),
+        "the command started"
+    );
+    term.type_in("\x03");
+    assert!(
+        term.expect_line("got-int", Duration::from_secs(5)),
+        "the first Ctrl-C reached it"
+    );
+    std::thread::sleep(Duration::from_millis(300));
+    term.type_in("\x03");
+    assert_eq!(term.exit_code_within(Duration::from_secs(5)), Some(137));
 }
