@@ -41,7 +41,8 @@ the command). If lockwise dies (even by SIGKILL) the group gets SIGTERM, then SI
 (--kill-after, at most TTL/4) before the lease could run out and SIGKILL at the local deadline,
 so no process of the command works on after the server may have given the lock to someone
 else. The lock is held until the command and every process left in its group have exited.
-lockwise writes nothing to stdout.";
+lockwise writes nothing to stdout, but the fencing token when run without a command (it then
+holds the lock until SIGINT, SIGTERM, SIGHUP or SIGQUIT and exits 0, or 70 if it is lost).";
 
 /// Run a command while holding a lock, renewing it as long as the command runs.
 #[derive(Debug, clap::Args)]
@@ -61,9 +62,9 @@ pub(crate) struct RunArgs {
     #[arg(long, default_value = "30s", value_parser = duration::parse, value_name = "DURATION")]
     ttl: Duration,
 
-    /// Wait this long for the lock [default: do not wait]
-    #[arg(long, value_parser = duration::parse, value_name = "DURATION")]
-    wait: Option<Duration>,
+    /// Wait this long for the lock, or `forever` [default: do not wait]
+    #[arg(long, value_parser = parse_wait, value_name = "DURATION|forever")]
+    wait: Option<Wait>,
 
     /// Do not renew: the lease ends after one TTL even if the command still runs
     #[arg(long)]
@@ -79,9 +80,25 @@ pub(crate) struct RunArgs {
     #[arg(long, default_value = "5s", value_parser = duration::parse, value_name = "DURATION")]
     kill_after: Duration,
 
-    /// The command and its arguments
-    #[arg(last = true, required = true, value_name = "CMD")]
+    /// The command and its arguments. Without one, lockwise prints the fencing token to
+    /// stdout and holds the lock (renewing it) until SIGINT, SIGTERM, SIGHUP or SIGQUIT, then
+    /// releases it and exits 0 (70 if the lock is lost first)
+    #[arg(last = true, value_name = "CMD")]
     command: Vec<OsString>,
+}
+
+/// How long `--wait` waits.
+#[derive(Debug, Clone, Copy)]
+enum Wait {
+    For(Duration),
+    Forever,
+}
+
+fn parse_wait(s: &str) -> Result<Wait, String> {
+    if s.trim() == "forever" {
+        return Ok(Wait::Forever);
+    }
+    duration::parse(s).map(Wait::For)
 }
 
 pub(crate) async fn run(args: RunArgs) -> u8 {
@@ -110,7 +127,9 @@ async fn run_checked(args: RunArgs) -> Result<u8, Failure> {
     let acquire = async {
         match args.wait {
             None => locker.try_acquire(&key, &opts).await,
-            Some(wait) => {
+            // Without a `wait` option, `acquire` waits without a time limit.
+            Some(Wait::Forever) => locker.acquire(&key, &opts).await.map(Some),
+            Some(Wait::For(wait)) => {
                 opts = opts.wait(wait);
                 match locker.acquire(&key, &opts).await {
                     Ok(guard) => Ok(Some(guard)),
@@ -133,6 +152,9 @@ async fn run_checked(args: RunArgs) -> Result<u8, Failure> {
         return Ok(conflict);
     };
     tracing::info!(key, token = %guard.token(), "acquired");
+    if args.command.is_empty() {
+        return hold(guard, &mut signals).await;
+    }
 
     // The command must be gone before the server can expire the lease: it gets SIGTERM
     // `grace` before the local deadline and SIGKILL at it.
@@ -178,6 +200,36 @@ async fn run_checked(args: RunArgs) -> Result<u8, Failure> {
             message: format!("lost track of the command: {e}"),
         }),
     }
+}
+
+/// `lockwise run --key K` without a command, as `etcdctl lock K`: prints the fencing token,
+/// holds the lock (renewed) until a signal to stop, then releases it and exits 0; a lost lock
+/// (or, with `--no-renew`, the end of the lease) exits 70.
+async fn hold(guard: Guard, signals: &mut Signals) -> Result<u8, Failure> {
+    use std::io::Write;
+    let mut stdout = io::stdout().lock();
+    let printed = writeln!(stdout, "{}", guard.token()).and_then(|()| stdout.flush());
+    drop(stdout);
+    if let Err(e) = printed {
+        release(guard).await;
+        return Err(Failure {
+            code: exit::BACKEND,
+            message: format!("cannot print the fencing token: {e}"),
+        });
+    }
+    let lost = tokio::select! {
+        _ = guard.lost() => true,
+        _ = signals.recv() => false,
+    };
+    let key = guard.key().to_owned();
+    release(guard).await;
+    if lost {
+        return Err(Failure {
+            code: exit::LOST,
+            message: format!("lock {key:?} was lost"),
+        });
+    }
+    Ok(0)
 }
 
 async fn locker(url: Option<&str>) -> Result<Locker, Failure> {

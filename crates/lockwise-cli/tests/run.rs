@@ -8,6 +8,8 @@ use std::os::unix::ffi::OsStringExt;
 use std::process::{Child, Command, Output, Stdio};
 use std::time::{Duration, Instant};
 
+use nix::unistd::Pid;
+
 use lockwise_testkit::{
     MysqlDatabase, NotRedis, PgDatabase, RedisNamespace, RedisServer, closed_port, unique,
     wait_for_line,
@@ -593,6 +595,72 @@ fn a_forgotten_lease_stops_the_command_at_once(b: Backend) {
     );
 }
 
+/// `lockwise run --key K` without a command, as `etcdctl lock K`: prints the fencing token,
+/// holds the lock (renewing it past its TTL) until SIGINT or SIGTERM, then releases it and
+/// exits 0; a lock lost meanwhile exits 70.
+fn a_lock_is_held_without_a_command(b: Backend) {
+    use nix::sys::signal::{Signal, kill};
+    let key = b.key();
+    let hold = |extra: &[&str]| {
+        let mut c = Command::new(BIN);
+        c.args(["run", "--url", &b.url(), "--key", &key])
+            .args(extra)
+            .env_remove("LOCKWISE_URL")
+            .stdout(Stdio::piped());
+        let mut child = c.spawn().expect("spawn");
+        let mut out = BufReader::new(child.stdout.take().expect("stdout"));
+        let token = wait_for_line(&mut out, Duration::from_secs(10), |_| true).expect("a line");
+        let token: u64 = token.trim().parse().expect("the fencing token");
+        (child, token)
+    };
+    let taken = || {
+        let out = lockwise(&b.url(), &key, &[], &["true"])
+            .output()
+            .expect("run");
+        code(&out) == 75
+    };
+    let mut last = 0;
+    for stop in [Signal::SIGINT, Signal::SIGTERM] {
+        let (mut holder, token) = hold(&["--ttl", "600ms"]);
+        assert!(token > last, "token {token} after {last}");
+        last = token;
+        std::thread::sleep(Duration::from_millis(1_000)); // past the TTL: renewed
+        assert!(taken(), "the lock is held");
+        kill(Pid::from_raw(holder.id() as i32), stop).expect("signal");
+        assert_eq!(
+            exit_within(&mut holder, Duration::from_secs(3), &[]),
+            Some(0)
+        );
+        assert!(!taken(), "{stop}: the lock was released");
+    }
+    let (mut holder, _) = hold(&["--ttl", "600ms"]);
+    b.delete_lock(&key);
+    assert_eq!(
+        exit_within(&mut holder, Duration::from_secs(3), &[]),
+        Some(70)
+    );
+}
+
+/// `--wait forever` waits as long as the holder holds (here 2 s), then gets the lock.
+#[test]
+fn wait_forever_waits_for_the_holder() {
+    let b = Backend::file();
+    let key = b.key();
+    let (mut holder, _out) = spawn_holder(&b, &key, &[], "echo started; sleep 2");
+    let start = Instant::now();
+    let waiter = lockwise(&b.url(), &key, &["--wait", "forever"], &["echo", "second"])
+        .output()
+        .expect("run");
+    assert_eq!(code(&waiter), 0, "{waiter:?}");
+    assert_eq!(String::from_utf8_lossy(&waiter.stdout), "second\n");
+    assert!(
+        start.elapsed() >= Duration::from_millis(1_500),
+        "{:?}",
+        start.elapsed()
+    );
+    assert!(holder.wait().expect("holder").success());
+}
+
 /// Cases for the backends whose server can forget a lease.
 macro_rules! on_servers {
     ($($case:ident),*) => {
@@ -614,6 +682,7 @@ macro_rules! on_backends {
 }
 
 on_backends!(
+    a_lock_is_held_without_a_command,
     two_runs_exclude_each_other,
     children_see_increasing_tokens,
     the_childs_exit_code_passes_through,
@@ -699,7 +768,7 @@ fn usage_errors_exit_64() {
             "run", "--url", &url, "--key", "k", "--ttl", "10", "--", "true",
         ],
         vec![
-            "run", "--url", &url, "--key", "k", "--wait", "forever", "--", "true",
+            "run", "--url", &url, "--key", "k", "--wait", "never", "--", "true",
         ],
         vec![
             "run", "--url", &url, "--key", "k", "--wait", "99999y", "--", "true",
@@ -709,7 +778,6 @@ fn usage_errors_exit_64() {
         vec!["run", "--url", "memory:", "--key", "k", "--", "true"],
         vec!["run", "--url", "not a url", "--key", "k", "--", "true"],
         vec!["run", "--url", "file://", "--key", "k", "--", "true"],
-        vec!["run", "--url", &url, "--key", "k"],
         vec!["run", "--url", &url, "--", "true"],
         vec!["run", "--bogus"],
         vec!["nonsense"],
