@@ -23,11 +23,20 @@ Which tool for which problem:
 A lock gives mutual exclusion most of the time, never always: pass $LOCKWISE_FENCING_TOKEN
 to the resource you write and let it reject older tokens.";
 
+/// `lockwise --version`: the package version and the git commit it was built from (see
+/// build.rs; `unknown` outside a git checkout).
+const VERSION: &str = concat!(
+    env!("CARGO_PKG_VERSION"),
+    " (",
+    env!("LOCKWISE_GIT_COMMIT"),
+    ")"
+);
+
 /// Distributed locks done right.
 #[derive(Debug, Parser)]
 #[command(
     name = "lockwise",
-    version,
+    version = VERSION,
     about = "Distributed locks done right: owner tokens, fencing tokens, renewal, a lost-lock signal.",
     after_help = AFTER_HELP
 )]

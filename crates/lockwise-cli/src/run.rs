@@ -80,6 +80,10 @@ pub(crate) struct RunArgs {
     #[arg(long, default_value = "5s", value_parser = duration::parse, value_name = "DURATION")]
     kill_after: Duration,
 
+    /// Print to stderr how long lockwise waited for the lock and its fencing token
+    #[arg(short, long)]
+    verbose: bool,
+
     /// The command and its arguments. Without one, lockwise prints the fencing token to
     /// stdout and holds the lock (renewing it) until SIGINT, SIGTERM, SIGHUP or SIGQUIT, then
     /// releases it and exits 0 (70 if the lock is lost first)
@@ -124,6 +128,7 @@ async fn run_checked(args: RunArgs) -> Result<u8, Failure> {
     let locker = locker(args.url.as_deref()).await?;
     let mut opts = LockOptions::ttl(args.ttl).renew(!args.no_renew);
     let conflict = args.conflict_exit_code.unwrap_or(exit::CONFLICT);
+    let waiting = Instant::now();
     let acquire = async {
         match args.wait {
             None => locker.try_acquire(&key, &opts).await,
@@ -152,6 +157,13 @@ async fn run_checked(args: RunArgs) -> Result<u8, Failure> {
         return Ok(conflict);
     };
     tracing::info!(key, token = %guard.token(), "acquired");
+    if args.verbose {
+        eprintln!(
+            "lockwise: acquired lock {key:?} after {:.3}s; fencing token {}",
+            waiting.elapsed().as_secs_f64(),
+            guard.token()
+        );
+    }
     if args.command.is_empty() {
         return hold(guard, &mut signals).await;
     }

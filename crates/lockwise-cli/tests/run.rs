@@ -1174,3 +1174,63 @@ fn a_second_ctrl_c_kills_an_interactive_command() {
     term.type_in("\x03");
     assert_eq!(term.exit_code_within(Duration::from_secs(5)), Some(137));
 }
+
+/// `--verbose` prints to stderr how long lockwise waited (here for a holder of about 1 s) and
+/// the fencing token the command gets; without it, lockwise prints nothing.
+#[test]
+fn verbose_prints_the_wait_and_the_token() {
+    let b = Backend::file();
+    let key = b.key();
+    let (mut holder, _out) = spawn_holder(&b, &key, &[], "echo started; sleep 1");
+    let out = lockwise(
+        &b.url(),
+        &key,
+        &["--verbose", "--wait", "10s"],
+        &["sh", "-c", "echo $LOCKWISE_FENCING_TOKEN"],
+    )
+    .output()
+    .expect("run");
+    assert_eq!(code(&out), 0, "{out:?}");
+    assert!(holder.wait().expect("holder").success());
+    let token = String::from_utf8_lossy(&out.stdout).trim().to_owned();
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    let line = stderr
+        .lines()
+        .find(|l| l.starts_with("lockwise: acquired lock"))
+        .unwrap_or_else(|| panic!("no verbose line in {stderr:?}"));
+    assert!(
+        line.ends_with(&format!("; fencing token {token}")),
+        "{line}"
+    );
+    let waited: f64 = line
+        .split(" after ")
+        .nth(1)
+        .and_then(|rest| rest.split("s;").next())
+        .and_then(|secs| secs.parse().ok())
+        .unwrap_or_else(|| panic!("no time waited in {line:?}"));
+    assert!((0.5..10.0).contains(&waited), "{line}");
+    let quiet = lockwise(&b.url(), &key, &[], &["true"])
+        .output()
+        .expect("run");
+    assert_eq!(code(&quiet), 0, "{quiet:?}");
+    assert!(quiet.stderr.is_empty(), "{quiet:?}");
+}
+
+/// `lockwise --version` names the git commit it was built from (`unknown` without git).
+#[test]
+fn version_names_the_git_commit() {
+    let head = Command::new("git")
+        .args(["rev-parse", "--short", "HEAD"])
+        .current_dir(env!("CARGO_MANIFEST_DIR"))
+        .output()
+        .ok()
+        .filter(|o| o.status.success())
+        .map(|o| String::from_utf8_lossy(&o.stdout).trim().to_owned())
+        .unwrap_or_else(|| "unknown".to_owned());
+    let out = Command::new(BIN).arg("--version").output().expect("run");
+    assert_eq!(code(&out), 0, "{out:?}");
+    assert_eq!(
+        String::from_utf8_lossy(&out.stdout),
+        format!("lockwise {} ({head})\n", env!("CARGO_PKG_VERSION"))
+    );
+}
