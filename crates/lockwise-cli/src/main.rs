@@ -10,7 +10,7 @@ mod run;
 use std::ffi::OsString;
 use std::process::ExitCode;
 
-use clap::{Parser, Subcommand};
+use clap::{CommandFactory, Parser, Subcommand};
 
 const AFTER_HELP: &str = "\
 Which tool for which problem:
@@ -50,6 +50,17 @@ enum Command {
     Run(run::RunArgs),
     Queue(queue::QueueArgs),
     Lab(lab::LabArgs),
+    /// Print a shell completion script to stdout, e.g.
+    /// `lockwise completions bash > /etc/bash_completion.d/lockwise`
+    Completions {
+        /// bash, zsh, fish, elvish or powershell
+        shell: clap_complete::Shell,
+    },
+    /// Print a man page (roff) to stdout, e.g. `lockwise man run | man -l -`
+    Man {
+        /// A subcommand's page (lockwise-run(1), …) instead of lockwise(1)
+        command: Option<String>,
+    },
     /// Internal: one process of a lab scenario
     #[command(hide = true)]
     LabActor(lab::actor::ActorArgs),
@@ -71,6 +82,11 @@ fn main() -> ExitCode {
             };
         }
     };
+    match cli.command {
+        Command::Completions { shell } => return completions(shell),
+        Command::Man { command } => return man(command.as_deref()),
+        _ => {}
+    }
     let runtime = match tokio::runtime::Builder::new_multi_thread()
         .worker_threads(2)
         .enable_all()
@@ -89,11 +105,55 @@ fn main() -> ExitCode {
             Command::Lab(args) => lab::run(args).await,
             Command::LabActor(args) => lab::actor::run(args).await,
             Command::Supervise(args) => child::supervise(args).await,
+            Command::Completions { .. } | Command::Man { .. } => exit::USAGE,
         }
     });
     // Do not wait for background tasks (a best-effort release already finished or timed out).
     runtime.shutdown_timeout(std::time::Duration::from_millis(100));
     ExitCode::from(code)
+}
+
+/// `lockwise completions SHELL` (clap_complete).
+fn completions(shell: clap_complete::Shell) -> ExitCode {
+    use std::io::Write;
+    // Into memory first: clap_complete panics on a failed write (a closed pipe).
+    let mut script = Vec::new();
+    // clap_complete lists hidden subcommands too: leave the internal ones out.
+    let full = Cli::command();
+    let mut public = clap::Command::new("lockwise")
+        .version(VERSION)
+        .args(full.get_arguments().cloned())
+        .subcommands(full.get_subcommands().filter(|c| !c.is_hide_set()).cloned());
+    clap_complete::generate(shell, &mut public, "lockwise", &mut script);
+    print_out(std::io::stdout().lock().write_all(&script))
+}
+
+/// Exit 0, or 69 after a message when stdout could not be written.
+fn print_out(written: std::io::Result<()>) -> ExitCode {
+    match written {
+        Ok(()) => ExitCode::SUCCESS,
+        Err(e) => {
+            eprintln!("lockwise: cannot write to stdout: {e}");
+            ExitCode::from(exit::BACKEND)
+        }
+    }
+}
+
+/// `lockwise man [COMMAND]` (clap_mangen): lockwise(1), or lockwise-COMMAND(1).
+fn man(command: Option<&str>) -> ExitCode {
+    let mut cli = Cli::command();
+    cli.build();
+    let page = match command {
+        None => cli,
+        Some(name) => match cli.find_subcommand(name).filter(|c| !c.is_hide_set()) {
+            Some(sub) => sub.clone().version(VERSION),
+            None => {
+                eprintln!("lockwise: no subcommand {name:?}");
+                return ExitCode::from(exit::USAGE);
+            }
+        },
+    };
+    print_out(clap_mangen::Man::new(page).render(&mut std::io::stdout().lock()))
 }
 
 /// Diagnostics go to stderr only; `LOCKWISE_LOG` sets the filter (default `warn`, with sqlx's
