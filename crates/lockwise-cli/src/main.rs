@@ -157,10 +157,12 @@ fn man(command: Option<&str>) -> ExitCode {
 }
 
 /// Diagnostics go to stderr only; `LOCKWISE_LOG` sets the filter (default `warn`, with sqlx's
-/// slow-statement notices left out: lockwise reports a database that does not answer itself).
+/// slow-statement notices and the library's own "lock lost" warning left out: the commands
+/// report a database that does not answer, and a lost lock, once, themselves).
 fn init_tracing() {
-    let filter = tracing_subscriber::EnvFilter::try_from_env("LOCKWISE_LOG")
-        .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("warn,sqlx::query=error"));
+    let filter = tracing_subscriber::EnvFilter::try_from_env("LOCKWISE_LOG").unwrap_or_else(|_| {
+        tracing_subscriber::EnvFilter::new("warn,sqlx::query=error,lockwise::guard=error")
+    });
     use std::io::IsTerminal;
     tracing_subscriber::fmt()
         .with_env_filter(filter)

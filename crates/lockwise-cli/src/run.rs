@@ -440,7 +440,8 @@ async fn supervise(
         tokio::select! {
             biased;
             _ = guard.lost(), if stopped_at.is_none() => {
-                eprintln!("lockwise: lock {:?} lost; sending SIGTERM to the command", guard.key());
+                // Reported once, when the command is gone (the outcome's message).
+                tracing::info!(key = guard.key(), "lock lost; sending SIGTERM to the command");
                 stopped_at = Some(Instant::now());
                 signal_group(Signal::SIGTERM);
             }
@@ -494,8 +495,11 @@ async fn supervise(
 
 async fn release(guard: Guard) {
     let key = guard.key().to_owned();
+    // A lock already known lost has been reported; that its release removes nothing is no news.
+    let known_lost = guard.is_lost();
     match guard.release().await {
         Ok(true) => tracing::info!(key, "released"),
+        Ok(false) if known_lost => tracing::debug!(key, "release of a lost lock removed nothing"),
         Ok(false) => eprintln!("lockwise: lock {key:?} had already expired when released"),
         Err(e) => eprintln!("lockwise: releasing {key:?} failed ({e}); its TTL will expire it"),
     }

@@ -236,3 +236,31 @@ fn lab_actors_carry_no_password_in_argv() {
     assert!(status.success(), "{status:?}");
     assert!(actors_seen > 0, "no actor was seen running");
 }
+
+/// A lost lock is reported once.
+#[test]
+fn a_lost_lock_is_reported_once() {
+    let dir = tempfile::tempdir().unwrap();
+    let url = format!("file://{}", dir.path().display());
+    let child = Command::new(BIN)
+        .args([
+            "run", "--url", &url, "--key", "k", "--ttl", "600ms", "--", "sleep", "5",
+        ])
+        .env_remove("LOCKWISE_URL")
+        .env_remove("LOCKWISE_LOG")
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .unwrap();
+    std::thread::sleep(std::time::Duration::from_millis(500));
+    for entry in std::fs::read_dir(dir.path()).unwrap().flatten() {
+        if entry.path().extension().is_some_and(|e| e == "lease") {
+            std::fs::remove_file(entry.path()).unwrap();
+        }
+    }
+    let out = child.wait_with_output().unwrap();
+    assert_eq!(out.status.code(), Some(70));
+    let err = String::from_utf8_lossy(&out.stderr);
+    let lines: Vec<&str> = err.lines().filter(|l| !l.trim().is_empty()).collect();
+    assert_eq!(lines.len(), 1, "{err}");
+    assert!(lines[0].contains("lost"), "{err}");
+}

@@ -82,7 +82,11 @@ pub enum Error {
 #[cfg(any(feature = "postgres", feature = "mysql"))]
 impl From<sqlx::Error> for Error {
     fn from(e: sqlx::Error) -> Self {
-        Error::backend("sql", format!("database error: {}", sql_reason(&e, "SQL")), e)
+        Error::backend(
+            "sql",
+            format!("database error: {}", sql_reason(&e, "SQL")),
+            e,
+        )
     }
 }
 

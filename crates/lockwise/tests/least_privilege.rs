@@ -40,7 +40,9 @@ async fn everything_works_as(lock_url: &str, queue_url: &str, schema: &str, post
         store.fence(&mut tx, "report", guard.token()).await.unwrap();
         tx.commit().await.unwrap();
         let ran = store
-            .run_once("scope", "key", |_tx| Box::pin(async { Ok::<_, lockwise::Error>(()) }))
+            .run_once("scope", "key", |_tx| {
+                Box::pin(async { Ok::<_, lockwise::Error>(()) })
+            })
             .await
             .unwrap();
         assert_eq!(ran, lockwise::postgres::Once::Done(()));
@@ -114,10 +116,7 @@ async fn postgres_works_with_the_documented_grants() {
     sql_now(&admin, &grants);
     let as_user = admin.replacen("postgres://postgres@", &format!("postgres://{role}@"), 1);
     assert_ne!(as_user, admin, "the URL names the admin user: {admin}");
-    let cleanup = [
-        format!("DROP OWNED BY {role}"),
-        format!("DROP ROLE {role}"),
-    ];
+    let cleanup = [format!("DROP OWNED BY {role}"), format!("DROP ROLE {role}")];
     let outcome = tokio::spawn({
         let (as_user, name) = (as_user.clone(), name.clone());
         async move { everything_works_as(&as_user, &as_user, &name, true).await }
