@@ -32,7 +32,8 @@ enum QueueCommand {
     /// Add a job; prints its id (an existing job's id for a duplicate --key)
     Enqueue(EnqueueArgs),
     /// Run CMD once per job: payload on stdin, LOCKWISE_JOB_ID, LOCKWISE_JOB_ATTEMPT and
-    /// LOCKWISE_QUEUE in the environment; exit 0 = done, anything else = failed
+    /// LOCKWISE_QUEUE in the environment; exit 0 = done, anything else = failed. A CMD that
+    /// is not found (exit 127) or not executable (126) stops it before any claim
     Work(WorkArgs),
     /// Count jobs by state
     Stats(StatsArgs),
@@ -271,6 +272,14 @@ async fn dispatch(command: QueueCommand) -> Result<u8, Failure> {
 }
 
 async fn work(a: WorkArgs) -> Result<u8, Failure> {
+    // A handler that cannot start would fail every job it is given and dead-letter the
+    // queue: refuse it before connecting, like a shell (127 not found, 126 not executable).
+    if let Some(program) = a.command.first() {
+        crate::child::resolve(program).map_err(|e| Failure {
+            code: e.code(),
+            message: format!("cannot run the handler {e}; no job was claimed"),
+        })?;
+    }
     let queue = open(&a.conn, &a.queue, u32::from(a.concurrency) + 4).await?;
     let mut worker = Worker::new(queue)
         .concurrency(usize::from(a.concurrency))

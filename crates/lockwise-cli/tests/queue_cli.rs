@@ -254,7 +254,8 @@ macro_rules! on_databases {
 on_databases!(
     enqueue_prints_the_id_the_handler_sees,
     a_failing_handler_stores_its_stderr_and_dies_after_max_attempts,
-    a_killed_worker_s_job_is_rescued_and_done_once
+    a_killed_worker_s_job_is_rescued_and_done_once,
+    a_handler_that_cannot_run_stops_work_before_any_claim
 );
 
 #[test]
@@ -288,4 +289,70 @@ fn usage_and_backend_errors_have_their_exit_codes() {
         .output()
         .unwrap();
     assert_eq!(missing.status.code(), Some(64), "work needs -- CMD");
+}
+
+/// Waits up to `limit` for `child` to exit; kills it and returns `None` if it does not.
+fn exit_within(child: &mut std::process::Child, limit: Duration) -> Option<Output> {
+    let until = Instant::now() + limit;
+    while child.try_wait().unwrap().is_none() {
+        if Instant::now() >= until {
+            child.kill().unwrap();
+            child.wait().unwrap();
+            return None;
+        }
+        std::thread::sleep(Duration::from_millis(50));
+    }
+    let mut stderr = String::new();
+    if let Some(mut pipe) = child.stderr.take() {
+        std::io::Read::read_to_string(&mut pipe, &mut stderr).unwrap();
+    }
+    let status = child.wait().unwrap();
+    Some(Output {
+        status,
+        stdout: Vec::new(),
+        stderr: stderr.into_bytes(),
+    })
+}
+
+/// A handler that cannot run stops `work` at start-up with 127 (not found) or 126 (not
+/// executable), before it claims anything: the queued job keeps its attempts.
+fn a_handler_that_cannot_run_stops_work_before_any_claim(s: Db) {
+    ok(queue(&s, "enqueue", &["--queue", "q", "--payload", "{}"])
+        .output()
+        .unwrap());
+    let dir = tempfile::tempdir().unwrap();
+    let plain = dir.path().join("not-executable");
+    std::fs::write(&plain, "#!/bin/sh\nexit 0\n").unwrap();
+    let plain = plain.to_str().unwrap().to_owned();
+    let cases: [(&str, i32); 4] = [
+        ("/no/such/handler", 127),
+        ("no-such-handler-in-path", 127),
+        (&plain, 126),
+        (dir.path().to_str().unwrap(), 126),
+    ];
+    for (handler, code) in cases {
+        let mut worker = queue(&s, "work", &["--queue", "q", "--", handler])
+            .stderr(Stdio::piped())
+            .spawn()
+            .unwrap();
+        let out = exit_within(&mut worker, Duration::from_secs(10))
+            .unwrap_or_else(|| panic!("work -- {handler} kept running"));
+        assert_eq!(out.status.code(), Some(code), "{handler}: {out:?}");
+        let stderr = String::from_utf8_lossy(&out.stderr);
+        assert!(stderr.contains(handler), "{handler}: {stderr}");
+    }
+    let st = stats(&s);
+    assert_eq!(
+        (
+            st["pending"].as_i64(),
+            st["running"].as_i64(),
+            st["dead"].as_i64()
+        ),
+        (Some(1), Some(0), Some(0)),
+        "nothing was claimed"
+    );
+    let dead = ok(queue(&s, "dead", &["--queue", "q", "--json"])
+        .output()
+        .unwrap());
+    assert_eq!(dead, "", "no attempt was spent");
 }
