@@ -1,6 +1,6 @@
 //! Exit codes, after sysexits(3) and flock(1).
 
-/// A usage error: bad arguments, key, TTL, duration or URL.
+/// A usage error: bad arguments, key, TTL, duration or URL; a queue store not migrated.
 pub(crate) const USAGE: u8 = 64;
 /// The backend failed: refused, authentication, TLS, protocol, timeout.
 pub(crate) const BACKEND: u8 = 69;
@@ -17,6 +17,8 @@ pub(crate) const NOT_FOUND: u8 = 127;
 pub(crate) fn for_error(error: &lockwise::Error) -> u8 {
     match error {
         e if e.is_invalid_input() => USAGE,
+        // A --schema that names no queue (or a missing `migrate`): no retry fixes it.
+        lockwise::Error::NotMigrated { .. } => USAGE,
         lockwise::Error::LockLost { .. } => LOST,
         lockwise::Error::WaitTimeout { .. } => CONFLICT,
         _ => BACKEND,

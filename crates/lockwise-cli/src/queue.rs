@@ -35,9 +35,9 @@ enum QueueCommand {
     /// LOCKWISE_QUEUE in the environment; exit 0 = done, anything else = failed. A CMD that
     /// is not found (exit 127) or not executable (126) stops it before any claim
     Work(WorkArgs),
-    /// Count jobs by state
+    /// Count jobs by state (creates nothing: exit 64 if the queue's store is not migrated)
     Stats(StatsArgs),
-    /// List dead letters
+    /// List dead letters (creates nothing: exit 64 if the queue's store is not migrated)
     Dead(DeadArgs),
     /// Send a dead job back to pending with a fresh budget of attempts
     Retry(RetryArgs),
@@ -182,25 +182,35 @@ pub(crate) async fn run(args: QueueArgs) -> u8 {
     }
 }
 
-/// Connects to the queue `queue` (and migrates it) with a pool of `connections`.
-async fn open(conn: &Conn, queue: &str, connections: u32) -> Result<Queue, Failure> {
+/// Whether a command may create or upgrade the queue's tables: only `migrate`, `enqueue` and
+/// `work` do; the others need no CREATE privilege and fail (exit 64) on a store not migrated.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Store {
+    Migrate,
+    Existing,
+}
+
+/// Connects to the queue `queue` with a pool of `connections`, migrating it or only checking
+/// that it is migrated.
+async fn open(conn: &Conn, queue: &str, connections: u32, store: Store) -> Result<Queue, Failure> {
     let options = ConnectOptions::default()
         .queue(queue)
         .schema(&conn.schema)
-        .max_connections(connections);
+        .max_connections(connections)
+        .migrate(store == Store::Migrate);
     Ok(lockwise::queue::connect(&conn.url, options).await?)
 }
 
 async fn dispatch(command: QueueCommand) -> Result<u8, Failure> {
     match command {
         QueueCommand::Migrate(conn) => {
-            open(&conn, "", 1).await?;
+            open(&conn, "", 1, Store::Migrate).await?;
             eprintln!("lockwise: schema {} is up to date", conn.schema);
         }
         QueueCommand::Enqueue(a) => {
             let payload: serde_json::Value = serde_json::from_str(&a.payload)
                 .map_err(|e| Failure::usage(format!("--payload is not JSON: {e}")))?;
-            let queue = open(&a.conn, &a.queue, 1).await?;
+            let queue = open(&a.conn, &a.queue, 1, Store::Migrate).await?;
             let mut job = Job::new(payload)
                 .priority(a.priority)
                 .max_attempts(a.max_attempts);
@@ -213,7 +223,7 @@ async fn dispatch(command: QueueCommand) -> Result<u8, Failure> {
             println!("{}", queue.enqueue(job).await?);
         }
         QueueCommand::Stats(a) => {
-            let queue = open(&a.conn, &a.queue, 1).await?;
+            let queue = open(&a.conn, &a.queue, 1, Store::Existing).await?;
             let s = queue.stats().await?;
             if a.json {
                 println!(
@@ -231,7 +241,7 @@ async fn dispatch(command: QueueCommand) -> Result<u8, Failure> {
             }
         }
         QueueCommand::Dead(a) => {
-            let queue = open(&a.conn, &a.queue, 1).await?;
+            let queue = open(&a.conn, &a.queue, 1, Store::Existing).await?;
             for job in queue.dead(a.limit).await? {
                 if a.json {
                     println!(
@@ -252,14 +262,20 @@ async fn dispatch(command: QueueCommand) -> Result<u8, Failure> {
             }
         }
         QueueCommand::Retry(a) => {
-            let queue = open(&a.conn, "", 1).await?;
+            let queue = open(&a.conn, "", 1, Store::Existing).await?;
             if !queue.retry(JobId(a.id)).await? {
                 eprintln!("lockwise: job {} is not a dead job", a.id);
                 return Ok(1);
             }
         }
         QueueCommand::Purge(a) => {
-            let queue = open(&a.conn, a.queue.as_deref().unwrap_or(""), 1).await?;
+            let queue = open(
+                &a.conn,
+                a.queue.as_deref().unwrap_or(""),
+                1,
+                Store::Existing,
+            )
+            .await?;
             let purged = match a.queue {
                 Some(_) => queue.purge_dead(a.older_than).await?,
                 None => queue.purge_dead_everywhere(a.older_than).await?,
@@ -280,7 +296,13 @@ async fn work(a: WorkArgs) -> Result<u8, Failure> {
             message: format!("cannot run the handler {e}; no job was claimed"),
         })?;
     }
-    let queue = open(&a.conn, &a.queue, u32::from(a.concurrency) + 4).await?;
+    let queue = open(
+        &a.conn,
+        &a.queue,
+        u32::from(a.concurrency) + 4,
+        Store::Migrate,
+    )
+    .await?;
     let mut worker = Worker::new(queue)
         .concurrency(usize::from(a.concurrency))
         .batch(usize::from(a.batch))

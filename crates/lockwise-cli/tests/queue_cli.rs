@@ -255,7 +255,8 @@ on_databases!(
     enqueue_prints_the_id_the_handler_sees,
     a_failing_handler_stores_its_stderr_and_dies_after_max_attempts,
     a_killed_worker_s_job_is_rescued_and_done_once,
-    a_handler_that_cannot_run_stops_work_before_any_claim
+    a_handler_that_cannot_run_stops_work_before_any_claim,
+    read_and_admin_commands_do_not_create_the_store
 );
 
 #[test]
@@ -355,4 +356,35 @@ fn a_handler_that_cannot_run_stops_work_before_any_claim(s: Db) {
         .output()
         .unwrap());
     assert_eq!(dead, "", "no attempt was spent");
+}
+
+/// `stats`, `dead`, `retry` and `purge` never create the queue's tables: on a store that was
+/// never migrated they exit 64 with a message that says so, and leave it as it was.
+fn read_and_admin_commands_do_not_create_the_store(s: Db) {
+    let commands: [(&str, &[&str]); 4] = [
+        ("stats", &["--queue", "q"]),
+        ("dead", &["--queue", "q", "--json"]),
+        ("retry", &["1"]),
+        ("purge", &["--older-than", "1s"]),
+    ];
+    // Twice: had the first round created anything, the second would succeed.
+    for round in 0..2 {
+        for (sub, args) in commands {
+            let out = queue(&s, sub, args).output().unwrap();
+            assert_eq!(
+                out.status.code(),
+                Some(64),
+                "{sub} (round {round}): {out:?}"
+            );
+            let stderr = String::from_utf8_lossy(&out.stderr);
+            assert!(
+                stderr.contains("does not exist") && stderr.contains("lockwise queue migrate"),
+                "{sub}: {stderr}"
+            );
+            assert!(out.stdout.is_empty(), "{sub} printed: {out:?}");
+        }
+    }
+    let created = queue(&s, "migrate", &[]).output().unwrap();
+    assert!(created.status.success(), "{created:?}");
+    assert_eq!(stats(&s)["pending"], 0, "stats works once migrated");
 }

@@ -67,6 +67,17 @@ pub enum Error {
         /// The highest token the resource had accepted, when known.
         current: Option<crate::FencingToken>,
     },
+    /// The queue's tables are missing, or older than this version of lockwise, and the queue
+    /// was opened without migrating ([`ConnectOptions::migrate`](crate::queue::ConnectOptions::migrate)
+    /// `(false)`): nothing was created. Run [`Queue::migrate`](crate::queue::Queue::migrate) or
+    /// `lockwise queue migrate` first.
+    #[error("the queue's {store} {}: run `lockwise queue migrate` (or Queue::migrate) first", if *outdated { "needs a migration" } else { "does not exist" })]
+    NotMigrated {
+        /// Where the queue should be: `schema "…"` (PostgreSQL) or `table "…"` (MySQL).
+        store: String,
+        /// `true` when the tables exist at an older version, `false` when they are missing.
+        outdated: bool,
+    },
     /// [`Locker::acquire`](crate::Locker::acquire) gave up after waiting this long.
     #[error("timed out after {waited:?} waiting for lock {key:?}")]
     WaitTimeout {

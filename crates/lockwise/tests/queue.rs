@@ -693,3 +693,90 @@ async fn connect_gives_typed_errors_without_the_password() {
         );
     }
 }
+
+/// `ConnectOptions::migrate(false)` creates nothing: a missing store is `NotMigrated` (and
+/// still missing afterwards), an older one is `NotMigrated { outdated: true }`, and a migrated
+/// one opens and answers.
+#[tokio::test]
+async fn connect_without_migrating_creates_nothing_on_both_databases() {
+    use lockwise::Error;
+    let not_migrated = |r: lockwise::Result<Queue>| match r {
+        Err(Error::NotMigrated { outdated, .. }) => outdated,
+        other => panic!("expected NotMigrated, got {other:?}"),
+    };
+    let options = ConnectOptions::default()
+        .queue("q")
+        .max_connections(2)
+        .migrate(false);
+
+    let schema = PgSchema::new("q");
+    let pg_options = options.clone().schema(schema.name());
+    let pool = PgPoolOptions::new().connect(schema.url()).await.unwrap();
+    let schemas = "SELECT count(*) FROM information_schema.schemata WHERE schema_name = $1";
+    for _ in 0..2 {
+        let err = lockwise::queue::connect(schema.url(), pg_options.clone()).await;
+        assert!(!not_migrated(err));
+        let n: i64 = sqlx::query_scalar(schemas)
+            .bind(schema.name())
+            .fetch_one(&pool)
+            .await
+            .unwrap();
+        assert_eq!(n, 0, "the schema was not created");
+    }
+    let old = format!(
+        "CREATE SCHEMA \"{0}\"; CREATE TABLE \"{0}\".queue_migrations (version integer); \
+         INSERT INTO \"{0}\".queue_migrations VALUES (1)",
+        schema.name()
+    );
+    sqlx::raw_sql(sqlx::AssertSqlSafe(old))
+        .execute(&pool)
+        .await
+        .unwrap();
+    let err = lockwise::queue::connect(schema.url(), pg_options.clone()).await;
+    assert!(not_migrated(err), "version 1 of 2 is outdated");
+
+    let db = MysqlDatabase::mysql("q");
+    let my_pool = sqlx::mysql::MySqlPoolOptions::new()
+        .connect(&db.url())
+        .await
+        .unwrap();
+    let tables = "SELECT CAST(COUNT(*) AS SIGNED) FROM information_schema.tables \
+                  WHERE table_schema = DATABASE()";
+    for _ in 0..2 {
+        let err = lockwise::queue::connect(&db.url(), options.clone()).await;
+        assert!(!not_migrated(err));
+        let n: i64 = sqlx::query_scalar(tables)
+            .fetch_one(&my_pool)
+            .await
+            .unwrap();
+        assert_eq!(n, 0, "no table was created");
+    }
+    sqlx::raw_sql("CREATE TABLE lockwise_jobs (id BIGINT PRIMARY KEY)")
+        .execute(&my_pool)
+        .await
+        .unwrap();
+    let err = lockwise::queue::connect(&db.url(), options.clone()).await;
+    assert!(not_migrated(err), "a table without `started` is outdated");
+    sqlx::raw_sql("DROP TABLE lockwise_jobs")
+        .execute(&my_pool)
+        .await
+        .unwrap();
+
+    // Once migrated, both open without migrating.
+    let migrated = ConnectOptions::default().queue("q").max_connections(2);
+    lockwise::queue::connect(&db.url(), migrated.clone())
+        .await
+        .unwrap();
+    let my = lockwise::queue::connect(&db.url(), options.clone())
+        .await
+        .unwrap();
+    assert_eq!(my.stats().await.unwrap().pending, 0);
+    let other = PgSchema::new("q");
+    lockwise::queue::connect(other.url(), migrated.schema(other.name()))
+        .await
+        .unwrap();
+    let pg = lockwise::queue::connect(other.url(), options.schema(other.name()))
+        .await
+        .unwrap();
+    assert_eq!(pg.stats().await.unwrap().pending, 0);
+}

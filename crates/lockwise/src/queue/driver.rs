@@ -45,6 +45,11 @@ pub(crate) trait Driver: std::fmt::Debug + Send + Sync + 'static {
     /// Applies the missing migrations, once per process and store.
     async fn migrate(&self) -> Result<()>;
 
+    /// Checks, creating nothing, that the store's migrations are all applied
+    /// ([`Error::NotMigrated`](crate::Error::NotMigrated) if not); from then on the store
+    /// counts as migrated and never migrates.
+    async fn verify_migrated(&self) -> Result<()>;
+
     /// Inserts jobs (or finds the jobs with the same idempotency keys): one job on a pooled
     /// connection, several in one transaction ([`insert_all`]).
     async fn enqueue_many(&self, queue: &str, jobs: &[Job]) -> Result<Vec<JobId>>;

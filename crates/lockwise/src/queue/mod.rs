@@ -618,15 +618,17 @@ pub struct ConnectOptions {
     queue: String,
     schema: String,
     max_connections: u32,
+    migrate: bool,
 }
 
 impl Default for ConnectOptions {
-    /// Queue `default`, schema/prefix `lockwise`, at most 10 connections.
+    /// Queue `default`, schema/prefix `lockwise`, at most 10 connections, migrating.
     fn default() -> Self {
         ConnectOptions {
             queue: "default".to_owned(),
             schema: "lockwise".to_owned(),
             max_connections: 10,
+            migrate: true,
         }
     }
 }
@@ -651,13 +653,36 @@ impl ConnectOptions {
         self.max_connections = n.max(1);
         self
     }
+
+    /// Whether [`connect`] applies the missing migrations (default `true`), creating the
+    /// schema or tables if need be. With `false` it creates nothing and needs no CREATE
+    /// privilege: it checks that the store is migrated ([`Error::NotMigrated`] if not), and the
+    /// queue it returns never migrates — for monitoring and administration.
+    ///
+    /// ```no_run
+    /// # async fn demo() -> lockwise::Result<()> {
+    /// use lockwise::queue::{ConnectOptions, connect};
+    /// let options = ConnectOptions::default().queue("emails").migrate(false);
+    /// match connect("postgres://monitor@127.0.0.1/app", options).await {
+    ///     Ok(queue) => println!("{:?}", queue.stats().await?),
+    ///     Err(lockwise::Error::NotMigrated { store, .. }) => println!("no queue in {store}"),
+    ///     Err(e) => return Err(e),
+    /// }
+    /// # Ok(()) }
+    /// ```
+    pub fn migrate(mut self, migrate: bool) -> Self {
+        self.migrate = migrate;
+        self
+    }
 }
 
 /// Opens the queue a URL names — `postgres://` or `postgresql://` for PostgreSQL, `mysql://`
-/// or `mariadb://` for MariaDB/MySQL — and migrates it. The pool must answer within 5 s.
+/// or `mariadb://` for MariaDB/MySQL — and migrates it (unless
+/// [`ConnectOptions::migrate`]`(false)`). The pool must answer within 5 s.
 ///
 /// Errors: a malformed URL, another scheme, or a bad schema/prefix is an
-/// [`Error::InvalidConfig`]; a server that refuses or does not answer is an
+/// [`Error::InvalidConfig`]; with `migrate(false)`, a store not migrated is an
+/// [`Error::NotMigrated`]; a server that refuses or does not answer is an
 /// [`Error::Backend`]. Messages never contain the password.
 ///
 /// ```no_run
@@ -690,6 +715,10 @@ pub async fn connect(url: &str, options: ConnectOptions) -> Result<Queue> {
             ));
         }
     };
-    queue.migrate().await?;
+    if options.migrate {
+        queue.migrate().await?;
+    } else {
+        queue.driver.verify_migrated().await?;
+    }
     Ok(queue)
 }

@@ -221,6 +221,25 @@ impl Driver for MysqlDriver {
             .map(|_| ())
     }
 
+    async fn verify_migrated(&self) -> Result<()> {
+        let has = |column: &'static str| {
+            sqlx::query_scalar::<_, i64>(COLUMN_EXISTS)
+                .bind(self.table.clone())
+                .bind(column)
+                .fetch_one(&self.pool)
+        };
+        let exists = has("id").await? > 0;
+        // Version 2 added `started`: the latest version's column.
+        if !exists || has("started").await? == 0 {
+            return Err(Error::NotMigrated {
+                store: format!("table {:?}", self.table),
+                outdated: exists,
+            });
+        }
+        let _ = self.migrated.set(());
+        Ok(())
+    }
+
     async fn enqueue_many(&self, queue: &str, jobs: &[Job]) -> Result<Vec<JobId>> {
         self.migrate().await?;
         insert_all(self, queue, jobs).await

@@ -35,6 +35,7 @@ struct Statements {
     migration_version: String,
     migrations_present: String,
     migration_applied: String,
+    migrations_exist: String,
     enqueue: String,
     claim: String,
     confirm_started: String,
@@ -68,6 +69,7 @@ impl Statements {
             migration_version: sql!("migration_version.sql"),
             migrations_present: sql!("migrations_present.sql"),
             migration_applied: sql!("migration_applied.sql"),
+            migrations_exist: sql!("migrations_exist.sql"),
             enqueue: sql!("enqueue.sql"),
             claim: sql!("claim.sql"),
             confirm_started: sql!("confirm_started.sql"),
@@ -99,6 +101,8 @@ fn q(sql: &str) -> AssertSqlSafe<String> {
 pub(super) struct PgDriver {
     pool: PgPool,
     schema: Schema,
+    /// The schema's plain name, for messages.
+    schema_name: String,
     /// The NOTIFY channel of the schema's queues (the payload is the queue name).
     channel: String,
     sql: Statements,
@@ -122,6 +126,7 @@ impl PgDriver {
             sql: Statements::new(&schema, &channel),
             pool,
             schema,
+            schema_name: schema_name.to_owned(),
             channel,
             migrated: OnceCell::new(),
         }
@@ -256,6 +261,31 @@ impl Driver for PgDriver {
             })
             .await
             .map(|_| ())
+    }
+
+    async fn verify_migrated(&self) -> Result<()> {
+        let mut conn = self.pool.acquire().await?;
+        let table = self.schema.sql("{schema}.queue_migrations").0;
+        let exists: bool = sqlx::query_scalar(q(&self.sql.migrations_exist))
+            .bind(&table)
+            .fetch_one(&mut *conn)
+            .await?;
+        let current: Option<i32> = if exists {
+            sqlx::query_scalar(q(&self.sql.migration_version))
+                .fetch_one(&mut *conn)
+                .await?
+        } else {
+            None
+        };
+        let latest = MIGRATIONS.last().map_or(0, |(version, _)| *version);
+        if current.is_none_or(|c| c < latest) {
+            return Err(Error::NotMigrated {
+                store: format!("schema {:?}", self.schema_name),
+                outdated: current.is_some(),
+            });
+        }
+        let _ = self.migrated.set(());
+        Ok(())
     }
 
     async fn enqueue_many(&self, queue: &str, jobs: &[Job]) -> Result<Vec<JobId>> {
