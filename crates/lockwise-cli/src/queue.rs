@@ -62,9 +62,13 @@ struct EnqueueArgs {
     /// The queue's name
     #[arg(long, value_name = "Q")]
     queue: String,
-    /// The job's payload, JSON
-    #[arg(long, value_name = "JSON")]
+    /// The job's payload, JSON; `-` reads it from stdin, `@FILE` from a file (for payloads
+    /// too large for the command line)
+    #[arg(long, value_name = "JSON|-|@FILE")]
     payload: String,
+    /// The payload's text once read (from the argument, stdin or the file).
+    #[arg(skip)]
+    payload_text: Vec<u8>,
     /// Idempotency key
     #[arg(long, value_name = "K")]
     key: Option<String>,
@@ -165,7 +169,18 @@ struct PurgeArgs {
 const ONE_SHOT_BOUND: Duration = Duration::from_secs(10);
 
 pub(crate) async fn run(args: QueueArgs) -> u8 {
-    let outcome = match args.command {
+    let command = match args.command {
+        // Read before the 10 s bound starts: a large payload may be slow to arrive on stdin.
+        QueueCommand::Enqueue(mut a) => match read_payload(&a.payload).await {
+            Ok(text) => {
+                a.payload_text = text;
+                QueueCommand::Enqueue(a)
+            }
+            Err(failure) => return failure.report(),
+        },
+        command => command,
+    };
+    let outcome = match command {
         QueueCommand::Work(a) => work(a).await,
         command => tokio::time::timeout(ONE_SHOT_BOUND, dispatch(command))
             .await
@@ -180,6 +195,24 @@ pub(crate) async fn run(args: QueueArgs) -> u8 {
         Ok(code) => code,
         Err(failure) => failure.report(),
     }
+}
+
+/// The text of `--payload`: the argument itself, stdin for `-`, a file's content for `@FILE`.
+async fn read_payload(arg: &str) -> Result<Vec<u8>, Failure> {
+    if arg == "-" {
+        let mut text = Vec::new();
+        tokio::io::stdin()
+            .read_to_end(&mut text)
+            .await
+            .map_err(|e| Failure::usage(format!("--payload -: cannot read stdin: {e}")))?;
+        return Ok(text);
+    }
+    if let Some(file) = arg.strip_prefix('@') {
+        return tokio::fs::read(file)
+            .await
+            .map_err(|e| Failure::usage(format!("--payload @{file}: cannot read it: {e}")));
+    }
+    Ok(arg.as_bytes().to_vec())
 }
 
 /// Whether a command may create or upgrade the queue's tables: only `migrate`, `enqueue` and
@@ -208,7 +241,7 @@ async fn dispatch(command: QueueCommand) -> Result<u8, Failure> {
             eprintln!("lockwise: schema {} is up to date", conn.schema);
         }
         QueueCommand::Enqueue(a) => {
-            let payload: serde_json::Value = serde_json::from_str(&a.payload)
+            let payload: serde_json::Value = serde_json::from_slice(&a.payload_text)
                 .map_err(|e| Failure::usage(format!("--payload is not JSON: {e}")))?;
             let queue = open(&a.conn, &a.queue, 1, Store::Migrate).await?;
             let mut job = Job::new(payload)
@@ -388,13 +421,21 @@ async fn handle(command: &[OsString], job: JobContext) -> Result<(), String> {
             .and_then(|id| i32::try_from(id).ok())
             .map(Pid::from_raw),
     );
-    if let Some(mut stdin) = child.stdin.take() {
-        let payload = job.payload.to_string();
-        // A handler that does not read its stdin is fine.
-        let _ = stdin.write_all(payload.as_bytes()).await;
-    }
+    let stdin = child.stdin.take();
+    let payload = job.payload.to_string();
+    // Written while stderr is read: a handler that writes much to stderr before it reads a
+    // large payload must not block both sides.
+    let feed = async move {
+        if let Some(mut stdin) = stdin {
+            // A handler that does not read its stdin is fine.
+            let _ = stdin.write_all(payload.as_bytes()).await;
+        }
+    };
     let mut tail = Vec::new();
-    if let Some(mut stderr) = child.stderr.take() {
+    let drain = async {
+        let Some(mut stderr) = child.stderr.take() else {
+            return;
+        };
         let mut buf = [0u8; 4096];
         loop {
             match stderr.read(&mut buf).await {
@@ -408,7 +449,8 @@ async fn handle(command: &[OsString], job: JobContext) -> Result<(), String> {
                 }
             }
         }
-    }
+    };
+    tokio::join!(feed, drain);
     let status = child
         .wait()
         .await

@@ -256,7 +256,8 @@ on_databases!(
     a_failing_handler_stores_its_stderr_and_dies_after_max_attempts,
     a_killed_worker_s_job_is_rescued_and_done_once,
     a_handler_that_cannot_run_stops_work_before_any_claim,
-    read_and_admin_commands_do_not_create_the_store
+    read_and_admin_commands_do_not_create_the_store,
+    a_large_payload_comes_from_stdin_or_a_file
 );
 
 #[test]
@@ -387,4 +388,61 @@ fn read_and_admin_commands_do_not_create_the_store(s: Db) {
     let created = queue(&s, "migrate", &[]).output().unwrap();
     assert!(created.status.success(), "{created:?}");
     assert_eq!(stats(&s)["pending"], 0, "stats works once migrated");
+}
+
+/// `--payload -` reads the payload from stdin and `--payload @FILE` from a file: a 10 MB
+/// payload (more than argv can carry) reaches the handler intact.
+fn a_large_payload_comes_from_stdin_or_a_file(s: Db) {
+    let big = serde_json::json!({"blob": "x".repeat(10 * 1024 * 1024), "n": 1});
+    let mut enqueue = queue(&s, "enqueue", &["--queue", "q", "--payload", "-"])
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let text = big.to_string();
+    let mut stdin = enqueue.stdin.take().unwrap();
+    let writer = std::thread::spawn(move || {
+        std::io::Write::write_all(&mut stdin, text.as_bytes()).unwrap();
+    });
+    let first = ok(enqueue.wait_with_output().unwrap());
+    writer.join().unwrap();
+    let dir = tempfile::tempdir().unwrap();
+    let file = dir.path().join("payload.json");
+    std::fs::write(&file, r#"{"from": "a file"}"#).unwrap();
+    let at_file = format!("@{}", file.display());
+    let second = ok(
+        queue(&s, "enqueue", &["--queue", "q", "--payload", &at_file])
+            .output()
+            .unwrap(),
+    );
+
+    let script = format!("cat > {}/$LOCKWISE_JOB_ID", dir.path().display());
+    let mut worker = queue(&s, "work", &["--queue", "q", "--", "sh", "-c", &script])
+        .stderr(Stdio::null())
+        .spawn()
+        .unwrap();
+    wait_for("both jobs to be done", Duration::from_secs(30), || {
+        stats(&s)["done"] == 2
+    });
+    worker.kill().unwrap();
+    worker.wait().unwrap();
+    let seen = |id: &str| -> serde_json::Value {
+        let text = std::fs::read_to_string(dir.path().join(id.trim())).unwrap();
+        serde_json::from_str(&text).unwrap()
+    };
+    assert!(seen(&first) == big, "the 10 MB payload arrived intact");
+    assert_eq!(seen(&second), serde_json::json!({"from": "a file"}));
+
+    for (payload, input) in [("-", "{nope"), ("@/no/such/file", "")] {
+        let mut bad = queue(&s, "enqueue", &["--queue", "q", "--payload", payload])
+            .stdin(Stdio::piped())
+            .stderr(Stdio::piped())
+            .spawn()
+            .unwrap();
+        // (lockwise may exit before it reads a byte)
+        let _ = std::io::Write::write_all(&mut bad.stdin.take().unwrap(), input.as_bytes());
+        let out = bad.wait_with_output().unwrap();
+        assert_eq!(out.status.code(), Some(64), "{payload}: {out:?}");
+    }
 }
