@@ -257,7 +257,8 @@ on_databases!(
     a_killed_worker_s_job_is_rescued_and_done_once,
     a_handler_that_cannot_run_stops_work_before_any_claim,
     read_and_admin_commands_do_not_create_the_store,
-    a_large_payload_comes_from_stdin_or_a_file
+    a_large_payload_comes_from_stdin_or_a_file,
+    a_handler_error_with_nul_and_invalid_utf8_is_stored
 );
 
 #[test]
@@ -445,4 +446,48 @@ fn a_large_payload_comes_from_stdin_or_a_file(s: Db) {
         let out = bad.wait_with_output().unwrap();
         assert_eq!(out.status.code(), Some(64), "{payload}: {out:?}");
     }
+}
+
+/// A handler whose stderr holds a NUL byte and invalid UTF-8 still has its failure recorded at
+/// once (not "lease expired" a lease later): the dead letter carries the real error, escaped.
+fn a_handler_error_with_nul_and_invalid_utf8_is_stored(s: Db) {
+    ok(queue(
+        &s,
+        "enqueue",
+        &["--queue", "q", "--payload", "{}", "--max-attempts", "1"],
+    )
+    .output()
+    .unwrap());
+    let mut worker = queue(
+        &s,
+        "work",
+        &[
+            "--queue",
+            "q",
+            "--",
+            "sh",
+            "-c",
+            r"printf 'bad\000byte \377 end\n' >&2; exit 1",
+        ],
+    )
+    .stderr(Stdio::null())
+    .spawn()
+    .unwrap();
+    // Well within the default 30 s lease: the failure itself was stored.
+    wait_for("the job to die", Duration::from_secs(15), || {
+        stats(&s)["dead"] == 1
+    });
+    worker.kill().unwrap();
+    worker.wait().unwrap();
+    let dead = ok(queue(&s, "dead", &["--queue", "q", "--json"])
+        .output()
+        .unwrap());
+    let dead: serde_json::Value = serde_json::from_str(dead.lines().next().unwrap()).unwrap();
+    let error = dead["last_error"].as_str().unwrap();
+    assert!(
+        error.contains("exited with 1") && error.contains(r"bad\0byte") && error.contains("end"),
+        "{error}"
+    );
+    assert!(!error.contains('\0'), "{error:?}");
+    assert_eq!(dead["errors"][0]["error"], error, "the history has it too");
 }

@@ -478,6 +478,9 @@ impl Queue {
     /// Records a failed attempt: retried after `retry_in`, or dead when the attempts are used
     /// up or `final_failure` is set. `false` when this attempt no longer owns the job.
     ///
+    /// The error is stored with each NUL character written `\0` (PostgreSQL text and JSON
+    /// cannot hold one, and a failure must never be lost to its own message).
+    ///
     /// # Cancel safety
     ///
     /// One statement, applied or not. A dropped call may have recorded the failure; calling
@@ -491,10 +494,11 @@ impl Queue {
         retry_in: Duration,
         final_failure: bool,
     ) -> Result<bool> {
+        let error = storable_error(error);
         let failed = driver::FailedAttempt {
             id,
             attempt,
-            error,
+            error: &error,
             retry_in,
             final_failure,
         };
@@ -602,6 +606,15 @@ impl Queue {
     /// Calls `wake` whenever a job of this queue may have been enqueued, until `stop`.
     async fn wake_ups(&self, wake: Arc<Notify>, stop: CancellationToken) {
         self.driver.wake_ups(&self.name, wake, stop).await;
+    }
+}
+
+/// `error` as both databases can store it: NUL written as `\0`.
+fn storable_error(error: &str) -> std::borrow::Cow<'_, str> {
+    if error.contains('\0') {
+        std::borrow::Cow::Owned(error.replace('\0', "\\0"))
+    } else {
+        std::borrow::Cow::Borrowed(error)
     }
 }
 
