@@ -31,9 +31,11 @@ enum QueueCommand {
     Migrate(Conn),
     /// Add a job; prints its id (an existing job's id for a duplicate --key)
     Enqueue(EnqueueArgs),
-    /// Run CMD once per job: payload on stdin, LOCKWISE_JOB_ID, LOCKWISE_JOB_ATTEMPT and
-    /// LOCKWISE_QUEUE in the environment; exit 0 = done, anything else = failed. A CMD that
-    /// is not found (exit 127) or not executable (126) stops it before any claim
+    /// Run CMD once per job: the payload on stdin as one line of JSON; LOCKWISE_JOB_ID,
+    /// LOCKWISE_JOB_ATTEMPT, LOCKWISE_QUEUE, LOCKWISE_URL and LOCKWISE_SCHEMA in the
+    /// environment (so `lockwise queue enqueue` in CMD adds follow-up jobs to the same store);
+    /// exit 0 = done, anything else = failed. A CMD that is not found (exit 127) or not
+    /// executable (126) stops it before any claim
     Work(WorkArgs),
     /// Count jobs by state (creates nothing: exit 64 if the queue's store is not migrated)
     Stats(StatsArgs),
@@ -51,7 +53,12 @@ struct Conn {
     #[arg(long, env = "LOCKWISE_URL", hide_env_values = true, value_name = "URL")]
     url: String,
     /// The schema of the queue's tables (on MariaDB/MySQL: their name prefix)
-    #[arg(long, default_value = "lockwise", value_name = "NAME")]
+    #[arg(
+        long,
+        env = "LOCKWISE_SCHEMA",
+        default_value = "lockwise",
+        value_name = "NAME"
+    )]
     schema: String,
 }
 
@@ -366,12 +373,16 @@ async fn work(a: WorkArgs) -> Result<u8, Failure> {
         eprintln!("lockwise: shutting down: no new jobs, running ones get the grace period");
         stop.cancel();
     });
-    let command = Arc::new(a.command);
+    let handler = Arc::new(Handler {
+        command: a.command,
+        url: a.conn.url,
+        schema: a.conn.schema,
+    });
     let report = worker
         .run(
             move |job| {
-                let command = command.clone();
-                async move { handle(&command, job).await }
+                let handler = handler.clone();
+                async move { handle(&handler, job).await }
             },
             shutdown,
         )
@@ -395,19 +406,29 @@ impl Drop for Group {
     }
 }
 
+/// What `work` runs per job, and the store it hands on to it.
+struct Handler {
+    command: Vec<OsString>,
+    url: String,
+    schema: String,
+}
+
 /// Runs the handler command for one job, through `lockwise supervise` so that its whole
 /// process tree dies with this worker.
-async fn handle(command: &[OsString], job: JobContext) -> Result<(), String> {
+async fn handle(handler: &Handler, job: JobContext) -> Result<(), String> {
     const TAIL: usize = 4096;
     let exe = std::env::current_exe().map_err(|e| format!("cannot find lockwise: {e}"))?;
     let mut cmd = Command::new(exe);
     cmd.arg("supervise")
         .arg("--")
-        .args(command)
+        .args(&handler.command)
         .env("LOCKWISE_JOB_ID", job.id.to_string())
         .env("LOCKWISE_JOB_ATTEMPT", job.attempt.to_string())
         .env("LOCKWISE_QUEUE", &job.queue)
-        .env_remove("LOCKWISE_URL")
+        // The worker's own store, so that `lockwise queue enqueue` in the handler adds
+        // follow-up jobs to it.
+        .env("LOCKWISE_URL", &handler.url)
+        .env("LOCKWISE_SCHEMA", &handler.schema)
         .stdin(Stdio::piped())
         .stderr(Stdio::piped())
         .process_group(0);
@@ -422,7 +443,8 @@ async fn handle(command: &[OsString], job: JobContext) -> Result<(), String> {
             .map(Pid::from_raw),
     );
     let stdin = child.stdin.take();
-    let payload = job.payload.to_string();
+    // One line of JSON (JSON Lines): `read` in a shell handler needs the newline.
+    let payload = format!("{}\n", job.payload);
     // Written while stderr is read: a handler that writes much to stderr before it reads a
     // large payload must not block both sides.
     let feed = async move {

@@ -43,7 +43,8 @@ fn queue(db: &Db, sub: &str, args: &[&str]) -> Command {
     let mut c = Command::new(BIN);
     c.args(["queue", sub, "--url", &db.url(), "--schema", db.schema()])
         .args(args)
-        .env_remove("LOCKWISE_URL");
+        .env_remove("LOCKWISE_URL")
+        .env_remove("LOCKWISE_SCHEMA");
     c
 }
 
@@ -258,7 +259,8 @@ on_databases!(
     a_handler_that_cannot_run_stops_work_before_any_claim,
     read_and_admin_commands_do_not_create_the_store,
     a_large_payload_comes_from_stdin_or_a_file,
-    a_handler_error_with_nul_and_invalid_utf8_is_stored
+    a_handler_error_with_nul_and_invalid_utf8_is_stored,
+    a_handler_reads_a_line_and_enqueues_a_follow_up
 );
 
 #[test]
@@ -490,4 +492,54 @@ fn a_handler_error_with_nul_and_invalid_utf8_is_stored(s: Db) {
     );
     assert!(!error.contains('\0'), "{error:?}");
     assert_eq!(dead["errors"][0]["error"], error, "the history has it too");
+}
+
+/// A handler gets the payload as one line (`read` works) and `LOCKWISE_URL` and
+/// `LOCKWISE_SCHEMA`, so a plain `lockwise queue enqueue` in it adds a follow-up job.
+fn a_handler_reads_a_line_and_enqueues_a_follow_up(s: Db) {
+    ok(queue(
+        &s,
+        "enqueue",
+        &[
+            "--queue",
+            "q",
+            "--payload",
+            r#"{"step":1}"#,
+            "--max-attempts",
+            "1",
+        ],
+    )
+    .output()
+    .unwrap());
+    let dir = tempfile::tempdir().unwrap();
+    let line = dir.path().join("line");
+    let script = format!(
+        "read -r x || exit 9; printf '%s' \"$x\" > {line}; \
+         lockwise queue enqueue --queue next --payload \"$x\" --key from-$LOCKWISE_JOB_ID",
+        line = line.display()
+    );
+    let bin_dir = std::path::Path::new(BIN).parent().unwrap();
+    let path = format!(
+        "{}:{}",
+        bin_dir.display(),
+        std::env::var("PATH").unwrap_or_default()
+    );
+    let mut worker = queue(&s, "work", &["--queue", "q", "--", "sh", "-c", &script])
+        .env("PATH", path)
+        .stderr(Stdio::null())
+        .spawn()
+        .unwrap();
+    wait_for("the job to finish", Duration::from_secs(20), || {
+        let st = stats(&s);
+        st["done"] == 1 || st["dead"] == 1
+    });
+    worker.kill().unwrap();
+    worker.wait().unwrap();
+    assert_eq!(stats(&s)["done"], 1, "the handler succeeded");
+    assert_eq!(std::fs::read_to_string(&line).unwrap(), r#"{"step":1}"#);
+    let next = ok(queue(&s, "stats", &["--queue", "next", "--json"])
+        .output()
+        .unwrap());
+    let next: serde_json::Value = serde_json::from_str(next.trim()).unwrap();
+    assert_eq!(next["pending"], 1, "the follow-up job was enqueued");
 }
