@@ -260,7 +260,8 @@ on_databases!(
     read_and_admin_commands_do_not_create_the_store,
     a_large_payload_comes_from_stdin_or_a_file,
     a_handler_error_with_nul_and_invalid_utf8_is_stored,
-    a_handler_reads_a_line_and_enqueues_a_follow_up
+    a_handler_reads_a_line_and_enqueues_a_follow_up,
+    both_databases_refuse_the_same_bad_jobs_with_64
 );
 
 #[test]
@@ -542,4 +543,51 @@ fn a_handler_reads_a_line_and_enqueues_a_follow_up(s: Db) {
         .unwrap());
     let next: serde_json::Value = serde_json::from_str(next.trim()).unwrap();
     assert_eq!(next["pending"], 1, "the follow-up job was enqueued");
+}
+
+/// The library judges a job before either database sees it: a NUL in the payload, a queue
+/// name that is empty or over 255 bytes, a key over 255 bytes exit 64 on both, and nothing is
+/// stored; the limits themselves are accepted on both.
+fn both_databases_refuse_the_same_bad_jobs_with_64(s: Db) {
+    ok(queue(&s, "migrate", &[]).output().unwrap());
+    let long_queue = "q".repeat(1000);
+    let long_key = "k".repeat(5000);
+    let bad: [&[&str]; 5] = [
+        &["--queue", "q", "--payload", r#"{"a":"x\u0000y"}"#],
+        &["--queue", "q", "--payload", r#"{"x\u0000":1}"#],
+        &["--queue", "", "--payload", "{}"],
+        &["--queue", &long_queue, "--payload", "{}"],
+        &["--queue", "q", "--payload", "{}", "--key", &long_key],
+    ];
+    for args in bad {
+        let out = queue(&s, "enqueue", args).output().unwrap();
+        let shown: Vec<String> = args.iter().map(|a| a.chars().take(40).collect()).collect();
+        assert_eq!(out.status.code(), Some(64), "{shown:?}: {out:?}");
+        assert!(out.stdout.is_empty(), "{shown:?}");
+    }
+    assert_eq!(stats(&s)["pending"], 0, "nothing was stored");
+    let at_limit_queue = "q".repeat(255);
+    let at_limit_key = "k".repeat(255);
+    ok(queue(
+        &s,
+        "enqueue",
+        &[
+            "--queue",
+            &at_limit_queue,
+            "--payload",
+            "{}",
+            "--key",
+            &at_limit_key,
+        ],
+    )
+    .output()
+    .unwrap());
+    ok(queue(
+        &s,
+        "enqueue",
+        &["--queue", "q", "--payload", r#"{"a":"\\u0000 is text"}"#],
+    )
+    .output()
+    .unwrap());
+    assert_eq!(stats(&s)["pending"], 1);
 }

@@ -31,6 +31,14 @@ pub enum Error {
         /// Why it was refused.
         reason: &'static str,
     },
+    /// A job that neither queue database would store the same way: a NUL character in its
+    /// payload or key, or a key longer than
+    /// [`MAX_JOB_KEY_LEN`](crate::queue::MAX_JOB_KEY_LEN) bytes. Nothing was enqueued.
+    #[error("invalid job: {reason}")]
+    InvalidJob {
+        /// Why the job was refused.
+        reason: String,
+    },
     /// The backend URL or another option cannot be used.
     #[error("invalid configuration: {reason}")]
     InvalidConfig {
@@ -132,11 +140,14 @@ impl Error {
         matches!(self, Error::Backend { .. })
     }
 
-    /// Whether this is a usage error (bad key, TTL or configuration) that no retry can fix.
+    /// Whether this is a usage error (bad key, TTL, configuration or job) that no retry can fix.
     pub fn is_invalid_input(&self) -> bool {
         matches!(
             self,
-            Error::InvalidKey { .. } | Error::InvalidTtl { .. } | Error::InvalidConfig { .. }
+            Error::InvalidKey { .. }
+                | Error::InvalidTtl { .. }
+                | Error::InvalidConfig { .. }
+                | Error::InvalidJob { .. }
         )
     }
 

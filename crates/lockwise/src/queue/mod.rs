@@ -81,6 +81,41 @@ impl std::str::FromStr for JobId {
     }
 }
 
+/// The longest queue name, in bytes (UTF-8): what MariaDB/MySQL's column holds.
+pub const MAX_QUEUE_NAME_LEN: usize = 255;
+
+/// The longest idempotency key, in bytes (UTF-8): what MariaDB/MySQL's column holds.
+pub const MAX_JOB_KEY_LEN: usize = 255;
+
+/// Checks a queue name the same way for both databases: 1 to [`MAX_QUEUE_NAME_LEN`] bytes, no
+/// NUL character. [`Queue::enqueue`] and [`Worker::run`] call it; a bad name is an
+/// [`Error::InvalidConfig`].
+///
+/// ```
+/// assert!(lockwise::queue::check_queue_name("emails").is_ok());
+/// assert!(lockwise::queue::check_queue_name("").is_err());
+/// ```
+pub fn check_queue_name(name: &str) -> Result<()> {
+    if name.is_empty() || name.len() > MAX_QUEUE_NAME_LEN || name.contains('\0') {
+        return Err(Error::config(format!(
+            "invalid queue name {:?}: use 1 to {MAX_QUEUE_NAME_LEN} bytes without NUL",
+            name.chars().take(40).collect::<String>()
+        )));
+    }
+    Ok(())
+}
+
+/// Whether `value` holds a NUL character in a string or an object key (PostgreSQL's `jsonb`
+/// cannot store one).
+fn holds_nul(value: &Value) -> bool {
+    match value {
+        Value::String(s) => s.contains('\0'),
+        Value::Array(items) => items.iter().any(holds_nul),
+        Value::Object(map) => map.iter().any(|(k, v)| k.contains('\0') || holds_nul(v)),
+        Value::Null | Value::Bool(_) | Value::Number(_) => false,
+    }
+}
+
 /// A job to enqueue.
 #[derive(Debug, Clone)]
 pub struct Job {
@@ -126,6 +161,36 @@ impl Job {
     pub fn max_attempts(mut self, attempts: u16) -> Self {
         self.max_attempts = i32::from(attempts.max(1));
         self
+    }
+
+    /// Checks the job the same way for both databases (enqueueing calls it): no NUL character
+    /// in the payload's strings and keys, and a key of 1 to [`MAX_JOB_KEY_LEN`] bytes without
+    /// NUL. Otherwise an [`Error::InvalidJob`].
+    ///
+    /// ```
+    /// use lockwise::queue::Job;
+    /// use serde_json::json;
+    /// assert!(Job::new(json!({"to": "a@b.c"})).check().is_ok());
+    /// assert!(Job::new(json!({"to": "a\u{0}"})).check().is_err());
+    /// assert!(Job::new(json!({})).key("k".repeat(256)).check().is_err());
+    /// ```
+    pub fn check(&self) -> Result<()> {
+        if holds_nul(&self.payload) {
+            return Err(Error::InvalidJob {
+                reason: "the payload holds a NUL character (\\u0000)".to_owned(),
+            });
+        }
+        if let Some(key) = &self.key
+            && (key.is_empty() || key.len() > MAX_JOB_KEY_LEN || key.contains('\0'))
+        {
+            return Err(Error::InvalidJob {
+                reason: format!(
+                    "the key is {} bytes: use 1 to {MAX_JOB_KEY_LEN} bytes without NUL",
+                    key.len()
+                ),
+            });
+        }
+        Ok(())
     }
 }
 
@@ -364,7 +429,9 @@ impl Queue {
         self.driver.migrate().await
     }
 
-    /// Enqueues a job and returns its id (the existing job's id for a duplicate key).
+    /// Enqueues a job and returns its id (the existing job's id for a duplicate key). A queue
+    /// name or job that [`check_queue_name`] or [`Job::check`] refuses is an error before the
+    /// database is asked, the same on both databases.
     ///
     /// # Cancel safety
     ///
@@ -372,6 +439,8 @@ impl Queue {
     /// without its id being known. Give jobs an idempotency [`key`](Job::key): enqueueing
     /// again then returns the same job instead of a second one.
     pub async fn enqueue(&self, job: Job) -> Result<JobId> {
+        check_queue_name(&self.name)?;
+        job.check()?;
         let ids = self
             .driver
             .enqueue_many(&self.name, std::slice::from_ref(&job))
@@ -390,6 +459,8 @@ impl Queue {
     /// second attempt safe.
     pub async fn enqueue_many(&self, jobs: impl IntoIterator<Item = Job>) -> Result<Vec<JobId>> {
         let jobs: Vec<Job> = jobs.into_iter().collect();
+        check_queue_name(&self.name)?;
+        jobs.iter().try_for_each(Job::check)?;
         self.driver.enqueue_many(&self.name, &jobs).await
     }
 
@@ -413,6 +484,8 @@ impl Queue {
     /// The insert belongs to the caller's transaction, which decides: a dropped call may
     /// have inserted the job in it or not, and the caller's commit or rollback settles it.
     pub async fn enqueue_in<'c>(&self, conn: impl Into<Executor<'c>>, job: Job) -> Result<JobId> {
+        check_queue_name(&self.name)?;
+        job.check()?;
         self.driver.enqueue_in(conn.into(), &self.name, &job).await
     }
 

@@ -259,6 +259,7 @@ impl Worker {
         Fut: Future<Output = std::result::Result<(), E>> + Send + 'static,
         E: Display + Send + 'static,
     {
+        super::check_queue_name(self.queue.name())?;
         self.queue.migrate().await?;
         let handler = Arc::new(handler);
         let slots = Arc::new(Semaphore::new(self.concurrency));
