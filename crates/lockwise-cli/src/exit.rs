@@ -2,6 +2,9 @@
 
 /// A usage error: bad arguments, key, TTL, duration or URL; a queue store not migrated.
 pub(crate) const USAGE: u8 = 64;
+/// What a command names does not exist: `queue retry` of an id that is no dead job (sysexits'
+/// EX_NOINPUT).
+pub(crate) const NO_SUCH_JOB: u8 = 66;
 /// The backend failed: refused, authentication, TLS, protocol, timeout.
 pub(crate) const BACKEND: u8 = 69;
 /// The lock was lost while the command ran.

@@ -18,8 +18,20 @@ use tokio_util::sync::CancellationToken;
 use crate::exit::Failure;
 use crate::{duration, exit};
 
-/// Work with a PostgreSQL job queue (FOR UPDATE SKIP LOCKED)
+const EXIT_CODES: &str = "\
+Exit codes:
+  0         done (work: stopped by SIGTERM/SIGINT)
+  64        usage error: arguments, duration, URL, --payload not JSON or unreadable, an invalid
+            job (NUL, queue name or key length); stats/dead/retry/purge on a store that was
+            never migrated (they create nothing)
+  66        retry: no dead job with that id
+  69        backend failure: refused, authentication, TLS, protocol; no answer within 10 s
+            (every command but work, which gives up when its database fails)
+  126, 127  work: the handler is not executable / not found (checked before any claim)";
+
+/// Work with a job queue on PostgreSQL or MariaDB/MySQL (FOR UPDATE SKIP LOCKED)
 #[derive(Debug, clap::Args)]
+#[command(after_help = EXIT_CODES)]
 pub(crate) struct QueueArgs {
     #[command(subcommand)]
     command: QueueCommand,
@@ -31,15 +43,17 @@ enum QueueCommand {
     Migrate(Conn),
     /// Add a job; prints its id (an existing job's id for a duplicate --key)
     Enqueue(EnqueueArgs),
-    /// Run CMD once per job: the payload on stdin as one line of JSON; LOCKWISE_JOB_ID,
-    /// LOCKWISE_JOB_ATTEMPT, LOCKWISE_QUEUE, LOCKWISE_URL and LOCKWISE_SCHEMA in the
-    /// environment (so `lockwise queue enqueue` in CMD adds follow-up jobs to the same store);
-    /// exit 0 = done, anything else = failed. A CMD that is not found (exit 127) or not
-    /// executable (126) stops it before any claim
+    /// Run CMD once per job: exit 0 = done, anything else = failed
+    ///
+    /// CMD gets the payload on stdin as one line of JSON (newline-terminated) and
+    /// LOCKWISE_JOB_ID, LOCKWISE_JOB_ATTEMPT, LOCKWISE_QUEUE, LOCKWISE_URL and LOCKWISE_SCHEMA
+    /// in its environment, so `lockwise queue enqueue` in CMD adds follow-up jobs to the same
+    /// store. The tail of a failed CMD's stderr is stored as the attempt's error. A CMD that is
+    /// not found (exit 127) or not executable (126) stops work before any claim.
     Work(WorkArgs),
-    /// Count jobs by state (creates nothing: exit 64 if the queue's store is not migrated)
+    /// Count jobs by state (creates nothing)
     Stats(StatsArgs),
-    /// List dead letters (creates nothing: exit 64 if the queue's store is not migrated)
+    /// List dead letters (creates nothing)
     Dead(DeadArgs),
     /// Send a dead job back to pending with a fresh budget of attempts
     Retry(RetryArgs),
@@ -304,8 +318,13 @@ async fn dispatch(command: QueueCommand) -> Result<u8, Failure> {
         QueueCommand::Retry(a) => {
             let queue = open(&a.conn, "", 1, Store::Existing).await?;
             if !queue.retry(JobId(a.id)).await? {
-                eprintln!("lockwise: job {} is not a dead job", a.id);
-                return Ok(1);
+                return Err(Failure {
+                    code: exit::NO_SUCH_JOB,
+                    message: format!(
+                        "no dead job {} in this store (no such job, or it is not dead)",
+                        a.id
+                    ),
+                });
             }
         }
         QueueCommand::Purge(a) => {

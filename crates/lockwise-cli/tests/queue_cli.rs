@@ -176,8 +176,17 @@ fn a_failing_handler_stores_its_stderr_and_dies_after_max_attempts(s: Db) {
     // Retry gives it back with a fresh budget; purge deletes dead letters.
     ok(queue(&s, "retry", &[id.trim()]).output().unwrap());
     assert_eq!(stats(&s)["pending"], 1);
-    let not_dead = queue(&s, "retry", &[id.trim()]).output().unwrap();
-    assert_eq!(not_dead.status.code(), Some(1));
+    // A job that is not dead, or no job at all: exit 66, said on stderr.
+    for id in [id.trim(), "999999999"] {
+        let not_dead = queue(&s, "retry", &[id]).output().unwrap();
+        assert_eq!(not_dead.status.code(), Some(66), "{not_dead:?}");
+        let stderr = String::from_utf8_lossy(&not_dead.stderr);
+        assert!(
+            stderr.contains("no dead job") && stderr.contains(id),
+            "{stderr}"
+        );
+    }
+    assert_eq!(stats(&s)["pending"], 1, "the pending job is untouched");
 }
 
 /// A worker process killed with SIGKILL mid-job: its handler's tree dies with it, the reaper
