@@ -15,6 +15,15 @@ pub(crate) fn parse(s: &str) -> Result<Duration, String> {
     Ok(d)
 }
 
+/// Parses a lease: a duration of at least 1 s (shorter ones would expire between heartbeats).
+pub(crate) fn parse_lease(s: &str) -> Result<Duration, String> {
+    let d = parse(s)?;
+    if d < Duration::from_secs(1) {
+        return Err(format!("a lease must be at least 1s, not {s}"));
+    }
+    Ok(d)
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

@@ -122,8 +122,8 @@ struct WorkArgs {
     /// Jobs claimed per statement
     #[arg(long, default_value_t = 10, value_parser = clap::value_parser!(u16).range(1..), value_name = "N")]
     batch: u16,
-    /// Lease of a claimed job, renewed while it runs
-    #[arg(long, default_value = "30s", value_parser = duration::parse, value_name = "DURATION")]
+    /// Lease of a claimed job, renewed while it runs (at least 1s)
+    #[arg(long, default_value = "30s", value_parser = duration::parse_lease, value_name = "DURATION")]
     lease: Duration,
     /// Fail a job that runs longer than this
     #[arg(long, value_parser = duration::parse, value_name = "DURATION")]
@@ -258,8 +258,21 @@ async fn open(conn: &Conn, queue: &str, connections: u32, store: Store) -> Resul
 async fn dispatch(command: QueueCommand) -> Result<u8, Failure> {
     match command {
         QueueCommand::Migrate(conn) => {
-            open(&conn, "", 1, Store::Migrate).await?;
-            eprintln!("lockwise: schema {} is up to date", conn.schema);
+            // Look first, so that the message says what this call did.
+            let options = ConnectOptions::default()
+                .schema(&conn.schema)
+                .max_connections(1);
+            let before = lockwise::queue::connect(&conn.url, options.clone().migrate(false)).await;
+            let done = match before {
+                Ok(_) => format!("the queue's store {:?} is up to date", conn.schema),
+                Err(lockwise::Error::NotMigrated { store, outdated }) => {
+                    lockwise::queue::connect(&conn.url, options).await?;
+                    let verb = if outdated { "migrated" } else { "created" };
+                    format!("{verb} the queue's {store}")
+                }
+                Err(e) => return Err(e.into()),
+            };
+            eprintln!("lockwise: {done}");
         }
         QueueCommand::Enqueue(a) => {
             let payload: serde_json::Value = serde_json::from_slice(&a.payload_text)
@@ -339,7 +352,8 @@ async fn dispatch(command: QueueCommand) -> Result<u8, Failure> {
                 Some(_) => queue.purge_dead(a.older_than).await?,
                 None => queue.purge_dead_everywhere(a.older_than).await?,
             };
-            eprintln!("lockwise: purged {purged} dead jobs");
+            let jobs = if purged == 1 { "job" } else { "jobs" };
+            eprintln!("lockwise: purged {purged} dead {jobs}");
         }
         QueueCommand::Work(a) => return work(a).await, // (not bounded: it runs until stopped)
     }

@@ -270,7 +270,8 @@ on_databases!(
     a_large_payload_comes_from_stdin_or_a_file,
     a_handler_error_with_nul_and_invalid_utf8_is_stored,
     a_handler_reads_a_line_and_enqueues_a_follow_up,
-    both_databases_refuse_the_same_bad_jobs_with_64
+    both_databases_refuse_the_same_bad_jobs_with_64,
+    messages_say_what_happened
 );
 
 #[test]
@@ -599,4 +600,74 @@ fn both_databases_refuse_the_same_bad_jobs_with_64(s: Db) {
     .output()
     .unwrap());
     assert_eq!(stats(&s)["pending"], 1);
+}
+
+/// `migrate` says whether it created the store or found it up to date, `purge` counts in
+/// good English, a lease under 1 s is refused (64) instead of silently raised, and the help
+/// names both databases.
+fn messages_say_what_happened(s: Db) {
+    let stderr = |out: Output| {
+        assert!(out.status.success(), "{out:?}");
+        String::from_utf8(out.stderr).unwrap()
+    };
+    let first = stderr(queue(&s, "migrate", &[]).output().unwrap());
+    assert!(first.contains("created"), "{first}");
+    let again = stderr(queue(&s, "migrate", &[]).output().unwrap());
+    assert!(again.contains("up to date"), "{again}");
+
+    ok(queue(
+        &s,
+        "enqueue",
+        &["--queue", "q", "--payload", "{}", "--max-attempts", "1"],
+    )
+    .output()
+    .unwrap());
+    let mut worker = queue(&s, "work", &["--queue", "q", "--", "sh", "-c", "exit 1"])
+        .stderr(Stdio::null())
+        .spawn()
+        .unwrap();
+    wait_for("the job to die", Duration::from_secs(20), || {
+        stats(&s)["dead"] == 1
+    });
+    worker.kill().unwrap();
+    worker.wait().unwrap();
+    let purged = stderr(
+        queue(&s, "purge", &["--queue", "q", "--older-than", "0s"])
+            .output()
+            .unwrap(),
+    );
+    assert_eq!(purged, "lockwise: purged 1 dead job\n");
+    let none = stderr(
+        queue(&s, "purge", &["--older-than", "0s"])
+            .output()
+            .unwrap(),
+    );
+    assert_eq!(none, "lockwise: purged 0 dead jobs\n");
+
+    for lease in ["0s", "999ms"] {
+        let mut worker = queue(
+            &s,
+            "work",
+            &["--queue", "q", "--lease", lease, "--", "true"],
+        )
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+        let out = exit_within(&mut worker, Duration::from_secs(10))
+            .unwrap_or_else(|| panic!("work --lease {lease} kept running"));
+        assert_eq!(out.status.code(), Some(64), "--lease {lease}: {out:?}");
+        assert!(
+            String::from_utf8_lossy(&out.stderr).contains("at least 1s"),
+            "{out:?}"
+        );
+    }
+
+    let help = ok(Command::new(BIN)
+        .args(["queue", "--help"])
+        .output()
+        .unwrap());
+    assert!(
+        help.contains("MariaDB") && help.contains("PostgreSQL"),
+        "{help}"
+    );
 }
