@@ -104,6 +104,10 @@ struct EnqueueArgs {
     /// Run no earlier than this from now
     #[arg(long, value_parser = duration::parse, value_name = "DURATION")]
     delay: Option<Duration>,
+    /// Print `{"id": N, "duplicate": BOOL}` instead of the bare id (`duplicate`: the --key
+    /// named a job already there, whose id it is)
+    #[arg(long)]
+    json: bool,
     /// Attempts before the job is dead
     #[arg(long, default_value_t = 5, value_parser = clap::value_parser!(u16).range(1..), value_name = "N")]
     max_attempts: u16,
@@ -287,7 +291,15 @@ async fn dispatch(command: QueueCommand) -> Result<u8, Failure> {
             if let Some(delay) = a.delay {
                 job = job.delay(delay);
             }
-            println!("{}", queue.enqueue(job).await?);
+            let enqueued = queue.enqueue_with_status(job).await?;
+            if a.json {
+                println!(
+                    "{}",
+                    serde_json::json!({"id": enqueued.id.0, "duplicate": enqueued.duplicate})
+                );
+            } else {
+                println!("{}", enqueued.id);
+            }
         }
         QueueCommand::Stats(a) => {
             let queue = open(&a.conn, &a.queue, 1, Store::Existing).await?;

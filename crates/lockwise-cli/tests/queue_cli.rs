@@ -271,7 +271,8 @@ on_databases!(
     a_handler_error_with_nul_and_invalid_utf8_is_stored,
     a_handler_reads_a_line_and_enqueues_a_follow_up,
     both_databases_refuse_the_same_bad_jobs_with_64,
-    messages_say_what_happened
+    messages_say_what_happened,
+    enqueue_json_says_whether_the_key_was_a_duplicate
 );
 
 #[test]
@@ -670,4 +671,30 @@ fn messages_say_what_happened(s: Db) {
         help.contains("MariaDB") && help.contains("PostgreSQL"),
         "{help}"
     );
+}
+
+/// `enqueue --json` prints `{"id": N, "duplicate": bool}`: `true` only when the key named a
+/// job already there (whose id it is).
+fn enqueue_json_says_whether_the_key_was_a_duplicate(s: Db) {
+    let enqueue = |args: &[&str]| -> serde_json::Value {
+        let mut all = vec!["--queue", "q", "--payload", "{}", "--json"];
+        all.extend_from_slice(args);
+        let out = ok(queue(&s, "enqueue", &all).output().unwrap());
+        assert_eq!(out.lines().count(), 1, "{out}");
+        serde_json::from_str(out.trim()).unwrap()
+    };
+    let first = enqueue(&["--key", "k"]);
+    assert_eq!(first["duplicate"], false, "{first}");
+    assert!(first["id"].as_i64().is_some(), "{first}");
+    let again = enqueue(&["--key", "k"]);
+    assert_eq!(
+        again,
+        serde_json::json!({"id": first["id"], "duplicate": true})
+    );
+    let other = enqueue(&["--key", "other"]);
+    assert_eq!(other["duplicate"], false);
+    assert_ne!(other["id"], first["id"]);
+    let keyless = enqueue(&[]);
+    assert_eq!(keyless["duplicate"], false);
+    assert_eq!(stats(&s)["pending"], 3);
 }

@@ -299,6 +299,32 @@ async fn an_idempotency_key_returns_the_existing_job(q: Queue) {
         .collect();
     assert_eq!(ids.len(), 1);
     assert_eq!(q.stats().await.unwrap().pending, 2);
+    // enqueue_with_status: of concurrent duplicates exactly one inserted, all the same id.
+    let tasks = (0..8).map(|_| {
+        let q = q.clone();
+        tokio::spawn(async move {
+            q.enqueue_with_status(Job::new(json!({})).key("race-2"))
+                .await
+                .unwrap()
+        })
+    });
+    let done: Vec<_> = futures_util::future::join_all(tasks)
+        .await
+        .into_iter()
+        .map(Result::unwrap)
+        .collect();
+    assert_eq!(done.iter().filter(|e| !e.duplicate).count(), 1, "{done:?}");
+    assert!(done.iter().all(|e| e.id == done[0].id), "{done:?}");
+    // A key repeated within one enqueue_many: one job.
+    let many = q
+        .enqueue_many([
+            Job::new(json!({})).key("twice"),
+            Job::new(json!({})).key("twice"),
+        ])
+        .await
+        .unwrap();
+    assert_eq!(many[0], many[1]);
+    assert_eq!(q.stats().await.unwrap().pending, 4);
 }
 
 async fn an_enqueue_in_a_rolled_back_transaction_leaves_no_job(q: Queue) {

@@ -14,7 +14,7 @@ use async_trait::async_trait;
 use tokio::sync::Notify;
 use tokio_util::sync::CancellationToken;
 
-use super::{Claimed, DeadJob, Executor, Job, JobId, Stats};
+use super::{Claimed, DeadJob, Enqueued, Executor, Job, JobId, Stats};
 use crate::error::Result;
 
 /// One claim: acknowledge `finished` (id, attempt) as done, then claim up to `limit` ready
@@ -52,11 +52,11 @@ pub(crate) trait Driver: std::fmt::Debug + Send + Sync + 'static {
 
     /// Inserts jobs (or finds the jobs with the same idempotency keys): one job on a pooled
     /// connection, several in one transaction ([`insert_all`]).
-    async fn enqueue_many(&self, queue: &str, jobs: &[Job]) -> Result<Vec<JobId>>;
+    async fn enqueue_many(&self, queue: &str, jobs: &[Job]) -> Result<Vec<Enqueued>>;
 
     /// Inserts one job through the caller's connection; a connection of another database is
     /// an [`Error::InvalidConfig`](crate::Error::InvalidConfig).
-    async fn enqueue_in(&self, conn: Executor<'_>, queue: &str, job: &Job) -> Result<JobId>;
+    async fn enqueue_in(&self, conn: Executor<'_>, queue: &str, job: &Job) -> Result<Enqueued>;
 
     /// Acknowledges the request's finished jobs as done, then claims up to its limit.
     async fn claim(&self, request: ClaimRequest<'_>) -> Result<Vec<Claimed>>;
@@ -140,7 +140,7 @@ pub(super) trait Insert: Sync {
         conn: &mut <Self::Db as sqlx::Database>::Connection,
         queue: &str,
         job: &Job,
-    ) -> Result<JobId>;
+    ) -> Result<Enqueued>;
 }
 
 /// Enqueues `jobs` with `store`: one job on a pooled connection (one round trip), several in
@@ -149,7 +149,7 @@ pub(super) async fn insert_all<S: Insert>(
     store: &S,
     queue: &str,
     jobs: &[Job],
-) -> Result<Vec<JobId>> {
+) -> Result<Vec<Enqueued>> {
     if let [job] = jobs {
         let mut conn = store.pool().acquire().await?;
         return Ok(vec![store.insert(&mut conn, queue, job).await?]);

@@ -194,6 +194,16 @@ impl Job {
     }
 }
 
+/// What [`Queue::enqueue_with_status`] did.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[non_exhaustive]
+pub struct Enqueued {
+    /// The job's id: the new job's, or for a duplicate key the existing job's.
+    pub id: JobId,
+    /// `true` when the idempotency key named a job already there and nothing was inserted.
+    pub duplicate: bool,
+}
+
 /// A job claimed by a worker.
 #[derive(Debug, Clone)]
 #[non_exhaustive]
@@ -439,13 +449,34 @@ impl Queue {
     /// without its id being known. Give jobs an idempotency [`key`](Job::key): enqueueing
     /// again then returns the same job instead of a second one.
     pub async fn enqueue(&self, job: Job) -> Result<JobId> {
+        Ok(self.enqueue_with_status(job).await?.id)
+    }
+
+    /// Enqueues a job like [`enqueue`](Self::enqueue), and also says whether its idempotency
+    /// key named a job already there (`duplicate`: nothing inserted, the existing job's id).
+    ///
+    /// ```no_run
+    /// # async fn demo(queue: lockwise::queue::Queue) -> lockwise::Result<()> {
+    /// use lockwise::queue::Job;
+    /// let job = Job::new(serde_json::json!({"order": 42})).key("order-42");
+    /// let enqueued = queue.enqueue_with_status(job).await?;
+    /// if enqueued.duplicate {
+    ///     println!("order 42 was already queued as job {}", enqueued.id);
+    /// }
+    /// # Ok(()) }
+    /// ```
+    ///
+    /// # Cancel safety
+    ///
+    /// As for [`enqueue`](Self::enqueue).
+    pub async fn enqueue_with_status(&self, job: Job) -> Result<Enqueued> {
         check_queue_name(&self.name)?;
         job.check()?;
-        let ids = self
+        let done = self
             .driver
             .enqueue_many(&self.name, std::slice::from_ref(&job))
             .await?;
-        ids.into_iter().next().ok_or_else(|| {
+        done.into_iter().next().ok_or_else(|| {
             Error::config("the store returned no id for an enqueued job (a driver bug)")
         })
     }
@@ -461,7 +492,8 @@ impl Queue {
         let jobs: Vec<Job> = jobs.into_iter().collect();
         check_queue_name(&self.name)?;
         jobs.iter().try_for_each(Job::check)?;
-        self.driver.enqueue_many(&self.name, &jobs).await
+        let done = self.driver.enqueue_many(&self.name, &jobs).await?;
+        Ok(done.into_iter().map(|e| e.id).collect())
     }
 
     /// Enqueues inside the caller's transaction: if it rolls back, there is no job. Takes a
@@ -486,7 +518,11 @@ impl Queue {
     pub async fn enqueue_in<'c>(&self, conn: impl Into<Executor<'c>>, job: Job) -> Result<JobId> {
         check_queue_name(&self.name)?;
         job.check()?;
-        self.driver.enqueue_in(conn.into(), &self.name, &job).await
+        Ok(self
+            .driver
+            .enqueue_in(conn.into(), &self.name, &job)
+            .await?
+            .id)
     }
 
     /// Claims up to `limit` ready jobs for `worker` with a lease, after acknowledging the

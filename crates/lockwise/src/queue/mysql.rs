@@ -12,7 +12,7 @@ use sqlx::{AssertSqlSafe, Connection, Row};
 use tokio::sync::OnceCell;
 
 use super::driver::{ClaimRequest, Driver, FailedAttempt, Insert, insert_all};
-use super::{Claimed, DeadJob, Executor, Job, JobId, Stats};
+use super::{Claimed, DeadJob, Enqueued, Executor, Job, JobId, Stats};
 use crate::error::{Error, Result};
 
 /// The default table prefix.
@@ -31,6 +31,7 @@ const MIGRATE_LOCK: &str = sql!("migrate_lock.sql");
 const RELEASE_LOCK: &str = sql!("release_lock.sql");
 const READ_COMMITTED: &str = sql!("read_committed.sql");
 const ENQUEUE: &str = sql!("enqueue.sql");
+const ENQUEUE_EXISTING: &str = sql!("enqueue_existing.sql");
 const CLAIM_LOCK: &str = sql!("claim_lock.sql");
 const CLAIM_UPDATE: &str = sql!("claim_update.sql");
 const CLAIM_FETCH: &str = sql!("claim_fetch.sql");
@@ -183,19 +184,48 @@ impl Insert for MysqlDriver {
         &self.pool
     }
 
-    async fn insert(&self, conn: &mut MySqlConnection, queue: &str, job: &Job) -> Result<JobId> {
-        let done = sqlx::query(self.sql(ENQUEUE))
-            .bind(queue)
-            .bind(job.payload.to_string())
-            .bind(job.priority)
-            .bind(micros(job.delay))
-            .bind(job.max_attempts)
-            .bind(job.key.as_deref())
-            .execute(conn)
-            .await?;
-        i64::try_from(done.last_insert_id())
-            .map(JobId)
-            .map_err(|_| Error::backend_msg("mysql", "job id out of range"))
+    async fn insert(&self, conn: &mut MySqlConnection, queue: &str, job: &Job) -> Result<Enqueued> {
+        for _ in 0..3 {
+            let inserted = sqlx::query(self.sql(ENQUEUE))
+                .bind(queue)
+                .bind(job.payload.to_string())
+                .bind(job.priority)
+                .bind(micros(job.delay))
+                .bind(job.max_attempts)
+                .bind(job.key.as_deref())
+                .execute(&mut *conn)
+                .await;
+            match inserted {
+                Ok(done) => {
+                    let id = i64::try_from(done.last_insert_id())
+                        .map_err(|_| Error::backend_msg("mysql", "job id out of range"))?;
+                    return Ok(Enqueued {
+                        id: JobId(id),
+                        duplicate: false,
+                    });
+                }
+                // Only the idempotency key is unique besides the generated id.
+                Err(sqlx::Error::Database(e)) if e.is_unique_violation() => {
+                    let existing: Option<i64> = sqlx::query_scalar(self.sql(ENQUEUE_EXISTING))
+                        .bind(queue)
+                        .bind(job.key.as_deref())
+                        .fetch_optional(&mut *conn)
+                        .await?;
+                    if let Some(id) = existing {
+                        return Ok(Enqueued {
+                            id: JobId(id),
+                            duplicate: true,
+                        });
+                    }
+                    // The job that held the key was deleted meanwhile: insert again.
+                }
+                Err(e) => return Err(e.into()),
+            }
+        }
+        Err(Error::backend_msg(
+            "mysql",
+            "enqueue found neither a new nor an existing job",
+        ))
     }
 }
 
@@ -240,12 +270,12 @@ impl Driver for MysqlDriver {
         Ok(())
     }
 
-    async fn enqueue_many(&self, queue: &str, jobs: &[Job]) -> Result<Vec<JobId>> {
+    async fn enqueue_many(&self, queue: &str, jobs: &[Job]) -> Result<Vec<Enqueued>> {
         self.migrate().await?;
         insert_all(self, queue, jobs).await
     }
 
-    async fn enqueue_in(&self, conn: Executor<'_>, queue: &str, job: &Job) -> Result<JobId> {
+    async fn enqueue_in(&self, conn: Executor<'_>, queue: &str, job: &Job) -> Result<Enqueued> {
         let conn = conn.mysql()?;
         self.migrate().await?;
         self.insert(conn, queue, job).await

@@ -14,7 +14,7 @@ use tokio::time::sleep;
 use tokio_util::sync::CancellationToken;
 
 use super::driver::{ClaimRequest, Driver, FailedAttempt, Insert, insert_all};
-use super::{Claimed, DeadJob, Executor, Job, JobId, Stats};
+use super::{Claimed, DeadJob, Enqueued, Executor, Job, JobId, Stats};
 use crate::db::postgres::{ADVISORY_CLASS, Schema};
 use crate::error::{Error, Result};
 
@@ -227,9 +227,9 @@ impl Insert for PgDriver {
         &self.pool
     }
 
-    async fn insert(&self, conn: &mut PgConnection, queue: &str, job: &Job) -> Result<JobId> {
+    async fn insert(&self, conn: &mut PgConnection, queue: &str, job: &Job) -> Result<Enqueued> {
         for _ in 0..3 {
-            let id: Option<i64> = sqlx::query_scalar(q(&self.sql.enqueue))
+            let row: Option<(i64, bool)> = sqlx::query_as(q(&self.sql.enqueue))
                 .bind(queue)
                 .bind(&job.payload)
                 .bind(job.priority)
@@ -238,8 +238,11 @@ impl Insert for PgDriver {
                 .bind(job.key.as_deref())
                 .fetch_optional(&mut *conn)
                 .await?;
-            if let Some(id) = id {
-                return Ok(JobId(id));
+            if let Some((id, inserted)) = row {
+                return Ok(Enqueued {
+                    id: JobId(id),
+                    duplicate: !inserted,
+                });
             }
             // A concurrent enqueue with the same key committed after this statement's
             // snapshot: look again.
@@ -288,12 +291,12 @@ impl Driver for PgDriver {
         Ok(())
     }
 
-    async fn enqueue_many(&self, queue: &str, jobs: &[Job]) -> Result<Vec<JobId>> {
+    async fn enqueue_many(&self, queue: &str, jobs: &[Job]) -> Result<Vec<Enqueued>> {
         self.migrate().await?;
         insert_all(self, queue, jobs).await
     }
 
-    async fn enqueue_in(&self, conn: Executor<'_>, queue: &str, job: &Job) -> Result<JobId> {
+    async fn enqueue_in(&self, conn: Executor<'_>, queue: &str, job: &Job) -> Result<Enqueued> {
         let conn = conn.postgres()?;
         self.migrate().await?;
         self.insert(conn, queue, job).await
