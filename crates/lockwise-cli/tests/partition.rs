@@ -184,13 +184,19 @@ fn a_queue_command_ends_within_its_bound(server: Server) {
     if url.starts_with("postgres") {
         url.push_str("?sslmode=disable"); // plaintext, so the proxy can see the statement
     }
-    let stats = || {
+    let command = |sub: &str, args: &[&str]| {
         Command::new(BIN)
-            .args(["queue", "stats", "--url", &url, "--queue", "q"])
+            .args(["queue", sub, "--url", &url])
+            .args(args)
             .env_remove("LOCKWISE_URL")
+            .env_remove("LOCKWISE_SCHEMA")
             .output()
             .unwrap()
     };
+    let stats = || command("stats", &["--queue", "q"]);
+    // stats creates nothing: the store must exist first.
+    let migrated = command("migrate", &[]);
+    assert!(migrated.status.success(), "{migrated:?}");
     assert!(stats().status.success(), "stats answers through the proxy");
     proxy.hold_replies_after(b"Job counts of one queue");
     let started = Instant::now();
