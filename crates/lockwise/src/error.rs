@@ -31,9 +31,9 @@ pub enum Error {
         /// Why it was refused.
         reason: &'static str,
     },
-    /// A job that neither queue database would store the same way: a NUL character in its
-    /// payload or key, or a key longer than
-    /// [`MAX_JOB_KEY_LEN`](crate::queue::MAX_JOB_KEY_LEN) bytes. Nothing was enqueued.
+    /// A job that the queue databases would not store the same way: a NUL character in its
+    /// payload or key, or a key that is empty or longer than `queue::MAX_JOB_KEY_LEN` bytes.
+    /// Nothing was enqueued.
     #[error("invalid job: {reason}")]
     InvalidJob {
         /// Why the job was refused.
@@ -76,9 +76,8 @@ pub enum Error {
         current: Option<crate::FencingToken>,
     },
     /// The queue's tables are missing, or older than this version of lockwise, and the queue
-    /// was opened without migrating ([`ConnectOptions::migrate`](crate::queue::ConnectOptions::migrate)
-    /// `(false)`): nothing was created. Run [`Queue::migrate`](crate::queue::Queue::migrate) or
-    /// `lockwise queue migrate` first.
+    /// was opened without migrating (`queue::ConnectOptions::migrate(false)`): nothing was
+    /// created. Run `queue::Queue::migrate` or `lockwise queue migrate` first.
     #[error("the queue's {store} {}: run `lockwise queue migrate` (or Queue::migrate) first", if *outdated { "needs a migration" } else { "does not exist" })]
     NotMigrated {
         /// Where the queue should be: `schema "…"` (PostgreSQL) or `table "…"` (MySQL).
