@@ -74,7 +74,7 @@ pub(crate) fn resolve(program: &std::ffi::OsStr) -> Result<std::path::PathBuf, U
     };
     if program.is_empty() {
         return Err(Unrunnable::NotFound(
-            "the handler command is empty".to_owned(),
+            "\"\": an empty command name".to_owned(),
         ));
     }
     if program.as_bytes().contains(&b'/') {

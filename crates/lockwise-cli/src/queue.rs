@@ -281,7 +281,6 @@ async fn dispatch(command: QueueCommand) -> Result<u8, Failure> {
         QueueCommand::Enqueue(a) => {
             let payload: serde_json::Value = serde_json::from_slice(&a.payload_text)
                 .map_err(|e| Failure::usage(format!("--payload is not JSON: {e}")))?;
-            let queue = open(&a.conn, &a.queue, 1, Store::Migrate).await?;
             let mut job = Job::new(payload)
                 .priority(a.priority)
                 .max_attempts(a.max_attempts);
@@ -291,6 +290,10 @@ async fn dispatch(command: QueueCommand) -> Result<u8, Failure> {
             if let Some(delay) = a.delay {
                 job = job.delay(delay);
             }
+            // Judged before connecting, so a refused job creates no store either.
+            lockwise::queue::check_queue_name(&a.queue)?;
+            job.check()?;
+            let queue = open(&a.conn, &a.queue, 1, Store::Migrate).await?;
             let enqueued = queue.enqueue_with_status(job).await?;
             if a.json {
                 println!(
@@ -381,6 +384,7 @@ async fn work(a: WorkArgs) -> Result<u8, Failure> {
             message: format!("cannot run the handler {e}; no job was claimed"),
         })?;
     }
+    lockwise::queue::check_queue_name(&a.queue)?;
     let queue = open(
         &a.conn,
         &a.queue,
