@@ -339,7 +339,9 @@ impl<'c> From<&'c mut sqlx::pool::PoolConnection<sqlx::MySql>> for Executor<'c> 
 /// store.
 ///
 /// Enqueueing, claiming and inspecting apply the missing migrations first (once per process
-/// and store); `heartbeat` and `hand_back` only run for jobs already claimed.
+/// and store), except on a queue opened by [`connect`] with
+/// [`ConnectOptions::migrate`]`(false)`, which never migrates; `heartbeat` and `hand_back`
+/// only run for jobs already claimed.
 #[derive(Clone)]
 pub struct Queue {
     driver: Arc<dyn Driver>,
