@@ -43,6 +43,15 @@ const VERSION: &str = concat!(
 struct Cli {
     #[command(subcommand)]
     command: Command,
+    /// Read the server password from FILE (its first line) instead of the URL, where `ps` and
+    /// shell histories would show it; applies to every --url (and --queue-url)
+    #[arg(
+        long,
+        global = true,
+        env = "LOCKWISE_PASSWORD_FILE",
+        value_name = "FILE"
+    )]
+    password_file: Option<std::path::PathBuf>,
 }
 
 #[derive(Debug, Subcommand)]
@@ -82,6 +91,13 @@ fn main() -> ExitCode {
             };
         }
     };
+    let mut cli = cli;
+    if let Some(file) = cli.password_file.take()
+        && let Err(message) = apply_password_file(&mut cli.command, &file)
+    {
+        eprintln!("lockwise: {message}");
+        return ExitCode::from(exit::USAGE);
+    }
     match cli.command {
         Command::Completions { shell } => return completions(shell),
         Command::Man { command } => return man(command.as_deref()),
@@ -111,6 +127,23 @@ fn main() -> ExitCode {
     // Do not wait for background tasks (a best-effort release already finished or timed out).
     runtime.shutdown_timeout(std::time::Duration::from_millis(100));
     ExitCode::from(code)
+}
+
+/// Puts the password read from `file` (its first line) into every URL `command` was given.
+fn apply_password_file(command: &mut Command, file: &std::path::Path) -> Result<(), String> {
+    let text = std::fs::read_to_string(file)
+        .map_err(|e| format!("cannot read the password file {}: {e}", file.display()))?;
+    let password = text.lines().next().unwrap_or("");
+    let urls = match command {
+        Command::Run(args) => args.urls_mut(),
+        Command::Queue(args) => args.urls_mut(),
+        Command::Lab(args) => args.urls_mut(),
+        _ => Vec::new(),
+    };
+    for url in urls {
+        *url = lockwise::url::with_password(url, password).map_err(|e| e.to_string())?;
+    }
+    Ok(())
 }
 
 /// `lockwise completions SHELL` (clap_complete).

@@ -538,3 +538,19 @@ async fn handle(handler: &Handler, job: JobContext) -> Result<(), String> {
         tail.trim()
     ))
 }
+
+impl QueueArgs {
+    /// The database URL, for `--password-file`.
+    pub(crate) fn urls_mut(&mut self) -> Vec<&mut String> {
+        let conn = match &mut self.command {
+            QueueCommand::Migrate(conn) => conn,
+            QueueCommand::Enqueue(a) => &mut a.conn,
+            QueueCommand::Work(a) => &mut a.conn,
+            QueueCommand::Stats(a) => &mut a.conn,
+            QueueCommand::Dead(a) => &mut a.conn,
+            QueueCommand::Retry(a) => &mut a.conn,
+            QueueCommand::Purge(a) => &mut a.conn,
+        };
+        vec![&mut conn.url]
+    }
+}

@@ -513,3 +513,10 @@ pub(crate) fn exit_code(status: ExitStatus) -> u8 {
         (None, None) => 1,
     }
 }
+
+impl RunArgs {
+    /// The backend URL, for `--password-file` (none when the default lock directory is used).
+    pub(crate) fn urls_mut(&mut self) -> Vec<&mut String> {
+        self.url.iter_mut().collect()
+    }
+}

@@ -264,3 +264,62 @@ fn a_lost_lock_is_reported_once() {
     assert_eq!(lines.len(), 1, "{err}");
     assert!(lines[0].contains("lost"), "{err}");
 }
+
+/// `--password-file` (or `LOCKWISE_PASSWORD_FILE`) supplies the password, so it never has to
+/// appear in a URL on a command line.
+#[test]
+fn a_password_file_keeps_the_password_off_the_command_line() {
+    let server = lockwise_testkit::RedisServer::start(&["--requirepass", "s3cret #1"]);
+    let dir = tempfile::tempdir().unwrap();
+    let file = dir.path().join("password");
+    std::fs::write(&file, "s3cret #1\n").unwrap();
+    let url = format!("redis://127.0.0.1:{}/", server.port());
+    let file_arg = file.to_str().unwrap();
+    let (code, err, _) = fails(&["run", "--url", &url, "--key", "k", "--", "true"]);
+    assert_eq!(code, 69, "without the password the server refuses: {err}");
+    let (code, err, _) = fails(&[
+        "run",
+        "--url",
+        &url,
+        "--password-file",
+        file_arg,
+        "--key",
+        "k",
+        "--",
+        "true",
+    ]);
+    assert_eq!(code, 0, "{err}");
+    let out = Command::new(BIN)
+        .args(["run", "--url", &url, "--key", "k", "--", "true"])
+        .env("LOCKWISE_PASSWORD_FILE", &file)
+        .env_remove("LOCKWISE_URL")
+        .output()
+        .unwrap();
+    assert!(out.status.success(), "{out:?}");
+    let (code, err, _) = fails(&[
+        "run",
+        "--url",
+        &url,
+        "--password-file",
+        "/no/such/file",
+        "--key",
+        "k",
+        "--",
+        "true",
+    ]);
+    assert_eq!(code, 64, "{err}");
+    assert!(err.contains("/no/such/file"), "{err}");
+    let file_url = format!("file://{}", dir.path().display());
+    let (code, err, _) = fails(&[
+        "run",
+        "--url",
+        &file_url,
+        "--password-file",
+        file_arg,
+        "--key",
+        "k",
+        "--",
+        "true",
+    ]);
+    assert_eq!(code, 64, "{err}");
+}

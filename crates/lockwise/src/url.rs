@@ -109,6 +109,30 @@ impl BackendUrl {
     }
 }
 
+/// `url` with `password` set as its password (percent-encoded as needed), for a password kept
+/// out of the URL, e.g. in a file (`lockwise --password-file`). Only server URLs take one.
+///
+/// ```
+/// let url = lockwise::url::with_password("postgres://app@db.internal/orders", "p#ss word").unwrap();
+/// assert_eq!(url, "postgres://app:p%23ss%20word@db.internal/orders");
+/// assert!(lockwise::url::with_password("file:///tmp/locks", "x").is_err());
+/// ```
+pub fn with_password(url: &str, password: &str) -> Result<String> {
+    let shown = redact_url(url);
+    let mut parsed = url::Url::parse(&encode_userinfo(url))
+        .map_err(|e| Error::config(format!("malformed URL {shown}: {e}")))?;
+    let server = matches!(
+        parsed.scheme(),
+        "redis" | "rediss" | "postgres" | "postgresql" | "mysql" | "mariadb"
+    );
+    if !server || parsed.set_password(Some(password)).is_err() {
+        return Err(Error::config(format!(
+            "a password applies to redis://, postgres:// and mysql:// URLs, not to {shown}"
+        )));
+    }
+    Ok(parsed.to_string())
+}
+
 /// `url` with the characters that would end its user info early (`#`, `?`, `/`, and every
 /// `@` but the last) percent-encoded there, so that a password typed as is (`p#ss`) means
 /// what it says instead of cutting the URL at a fragment.

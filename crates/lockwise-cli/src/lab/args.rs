@@ -55,6 +55,14 @@ pub(crate) struct LabArgs {
 }
 
 impl LabArgs {
+    /// The lock and queue URLs given, for `--password-file`.
+    pub(crate) fn urls_mut(&mut self) -> Vec<&mut String> {
+        self.url
+            .iter_mut()
+            .chain(self.queue_url.iter_mut())
+            .collect()
+    }
+
     /// The limits clap cannot express: `Err` holds the message for a usage error.
     pub(super) fn check(&self) -> Result<(), &'static str> {
         if (self.renew || self.recheck) && self.scenario.is_some_and(|s| s.name != "expiry") {
