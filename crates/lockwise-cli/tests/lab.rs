@@ -401,10 +401,15 @@ fn sigterm_leaves_no_child_behind() {
             .unwrap()
             .filter_map(|e| e.ok()?.file_name().to_str()?.parse::<i32>().ok())
             .filter(|pid| {
-                std::fs::read(format!("/proc/{pid}/cmdline")).is_ok_and(|c| {
-                    let c = String::from_utf8_lossy(&c);
-                    c.contains("lab-actor") && c.contains(url.as_str())
-                })
+                // An actor gets its URL in its environment (never on its command line).
+                let cmdline = std::fs::read(format!("/proc/{pid}/cmdline"))
+                    .is_ok_and(|c| String::from_utf8_lossy(&c).contains("lab-actor"));
+                cmdline
+                    && std::fs::read(format!("/proc/{pid}/environ")).is_ok_and(|e| {
+                        String::from_utf8_lossy(&e)
+                            .split('\0')
+                            .any(|v| v == format!("LOCKWISE_LAB_ACTOR_URL={url}"))
+                    })
             })
             .collect()
     };
