@@ -137,6 +137,24 @@ pub fn with_password(url: &str, password: &str) -> Result<String> {
 /// `@` but the last) percent-encoded there, so that a password typed as is (`p#ss`) means
 /// what it says instead of cutting the URL at a fragment.
 fn encode_userinfo(url: &str) -> String {
+    map_userinfo(url, |raw| {
+        let mut userinfo = String::with_capacity(raw.len() + 8);
+        for c in raw.chars() {
+            match c {
+                '#' => userinfo.push_str("%23"),
+                '?' => userinfo.push_str("%3F"),
+                '/' => userinfo.push_str("%2F"),
+                '@' => userinfo.push_str("%40"),
+                c => userinfo.push(c),
+            }
+        }
+        userinfo
+    })
+}
+
+/// `url` with its user info (everything between `scheme://` and the *last* `@`) replaced by
+/// `f(user info)`; unchanged when it has none.
+fn map_userinfo(url: &str, f: impl FnOnce(&str) -> String) -> String {
     let Some(scheme_end) = url.find("://") else {
         return url.to_owned();
     };
@@ -145,17 +163,7 @@ fn encode_userinfo(url: &str) -> String {
     let Some(at) = rest.rfind('@') else {
         return url.to_owned();
     };
-    let mut userinfo = String::with_capacity(at + 8);
-    for c in rest[..at].chars() {
-        match c {
-            '#' => userinfo.push_str("%23"),
-            '?' => userinfo.push_str("%3F"),
-            '/' => userinfo.push_str("%2F"),
-            '@' => userinfo.push_str("%40"),
-            c => userinfo.push(c),
-        }
-    }
-    format!("{}{userinfo}{}", &url[..rest_start], &rest[at..])
+    format!("{}{}{}", &url[..rest_start], f(&rest[..at]), &rest[at..])
 }
 
 /// `url` with any password replaced by `***`, for messages and logs. Works on malformed URLs
@@ -175,22 +183,12 @@ fn encode_userinfo(url: &str) -> String {
 /// );
 /// ```
 pub fn redact_url(url: &str) -> String {
-    let url = redact_password_parameter(url);
-    let url = url.as_str();
-    let Some(scheme_end) = url.find("://") else {
-        return url.to_owned();
-    };
-    let rest_start = scheme_end + 3;
-    let rest = &url[rest_start..];
-    let Some(at) = rest.rfind('@') else {
-        return url.to_owned();
-    };
-    let userinfo = &rest[..at];
-    let user = match userinfo.find(':') {
-        Some(colon) => format!("{}:***", &userinfo[..colon]),
-        None => "***".to_owned(),
-    };
-    format!("{}{user}{}", &url[..rest_start], &rest[at..])
+    map_userinfo(&redact_password_parameter(url), |userinfo| {
+        match userinfo.find(':') {
+            Some(colon) => format!("{}:***", &userinfo[..colon]),
+            None => "***".to_owned(),
+        }
+    })
 }
 
 /// Masks the value of any `password=` query parameter (PostgreSQL URLs accept one).
