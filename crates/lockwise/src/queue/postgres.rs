@@ -27,13 +27,15 @@ const MIGRATIONS: &[(i32, &str)] = &[
     (2, include_str!("../../sql/postgres/queue/v2.sql")),
 ];
 
+/// The newest migration in [`MIGRATIONS`].
+const LATEST: i32 = MIGRATIONS[MIGRATIONS.len() - 1].0;
+
 /// The SQL of one queue schema, with the schema name (and channel) filled in once.
 #[derive(Debug)]
 struct Statements {
     migrations_table: String,
     migrate_lock: String,
     migration_version: String,
-    migrations_present: String,
     migration_applied: String,
     migrations_exist: String,
     enqueue: String,
@@ -67,7 +69,6 @@ impl Statements {
             migrations_table: sql!("migrations_table.sql"),
             migrate_lock: sql!("migrate_lock.sql"),
             migration_version: sql!("migration_version.sql"),
-            migrations_present: sql!("migrations_present.sql"),
             migration_applied: sql!("migration_applied.sql"),
             migrations_exist: sql!("migrations_exist.sql"),
             enqueue: sql!("enqueue.sql"),
@@ -132,20 +133,27 @@ impl PgDriver {
         }
     }
 
+    /// The newest queue migration applied to the schema, `None` when its migrations table is
+    /// missing: catalog reads only, no privilege needed and nothing created.
+    async fn applied_version(&self, conn: &mut PgConnection) -> Result<Option<i32>> {
+        let table = self.schema.sql("{schema}.queue_migrations").0;
+        let exists: bool = sqlx::query_scalar(q(&self.sql.migrations_exist))
+            .bind(&table)
+            .fetch_one(&mut *conn)
+            .await?;
+        if !exists {
+            return Ok(None);
+        }
+        Ok(sqlx::query_scalar(q(&self.sql.migration_version))
+            .fetch_one(&mut *conn)
+            .await?)
+    }
+
     async fn apply_migrations(&self, conn: &mut PgConnection) -> Result<()> {
         // Up to date (the usual case): two reads and no DDL, so that a user without CREATE
         // privileges can open a queue an administrator migrated.
-        let latest = MIGRATIONS.iter().map(|(version, _)| *version).max();
-        let present: bool = sqlx::query_scalar(q(&self.sql.migrations_present))
-            .fetch_one(&mut *conn)
-            .await?;
-        if present {
-            let current: Option<i32> = sqlx::query_scalar(q(&self.sql.migration_version))
-                .fetch_one(&mut *conn)
-                .await?;
-            if current >= latest {
-                return Ok(());
-            }
+        if self.applied_version(conn).await? >= Some(LATEST) {
+            return Ok(());
         }
         let mut tx = conn.begin().await?;
         sqlx::query(q(&self.sql.migrate_lock))
@@ -268,20 +276,8 @@ impl Driver for PgDriver {
 
     async fn verify_migrated(&self) -> Result<()> {
         let mut conn = self.pool.acquire().await?;
-        let table = self.schema.sql("{schema}.queue_migrations").0;
-        let exists: bool = sqlx::query_scalar(q(&self.sql.migrations_exist))
-            .bind(&table)
-            .fetch_one(&mut *conn)
-            .await?;
-        let current: Option<i32> = if exists {
-            sqlx::query_scalar(q(&self.sql.migration_version))
-                .fetch_one(&mut *conn)
-                .await?
-        } else {
-            None
-        };
-        let latest = MIGRATIONS.last().map_or(0, |(version, _)| *version);
-        if current.is_none_or(|c| c < latest) {
+        let current = self.applied_version(&mut conn).await?;
+        if current.is_none_or(|c| c < LATEST) {
             return Err(Error::NotMigrated {
                 store: format!("schema {:?}", self.schema_name),
                 outdated: current.is_some(),
