@@ -7,7 +7,7 @@ use std::process::Stdio;
 use std::sync::Arc;
 use std::time::Duration;
 
-use lockwise::queue::{ConnectOptions, Job, JobContext, JobId, Queue, Worker};
+use lockwise::queue::{ConnectOptions, Job, JobContext, JobId, JobState, Queue, Worker};
 use nix::sys::signal::{Signal, killpg};
 use nix::unistd::Pid;
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
@@ -18,13 +18,16 @@ use tokio_util::sync::CancellationToken;
 use crate::exit::Failure;
 use crate::{duration, exit};
 
+mod inspect;
+
 const EXIT_CODES: &str = "\
 Exit codes:
   0         done (work: stopped by SIGTERM/SIGINT)
   64        usage error: arguments, duration, URL, --payload not JSON or unreadable, an invalid
-            job (NUL, queue name or key length); stats/dead/retry/purge on a store that was
-            never migrated (they create nothing)
-  66        retry: no dead job with that id
+            job (NUL, queue name or key length); stats/dead/show/list/retry/cancel/purge/prune
+            on a store that was never migrated (they create nothing)
+  66        retry: no dead job with that id; show: no job with that id; cancel: no job
+            with that id that has not finished
   69        backend failure: refused, authentication, TLS, protocol; no answer within 10 s
             (every command but work, which gives up when its database fails)
   126, 127  work: the handler is not executable / not found (checked before any claim)";
@@ -51,14 +54,24 @@ enum QueueCommand {
     /// store. The tail of a failed CMD's stderr is stored as the attempt's error. A CMD that is
     /// not found (exit 127) or not executable (126) stops work before any claim.
     Work(WorkArgs),
-    /// Count jobs by state (creates nothing)
+    /// Count jobs by state: ready, scheduled, running, done, dead, cancelled (creates nothing)
     Stats(StatsArgs),
-    /// List dead letters (creates nothing)
+    /// List dead letters, oldest first (creates nothing)
     Dead(DeadArgs),
-    /// Send a dead job back to pending with a fresh budget of attempts
+    /// Show everything stored about one job, of any queue (creates nothing)
+    Show(ShowArgs),
+    /// List one queue's jobs in a state: ready and scheduled in the order they will run, the
+    /// others newest first (creates nothing)
+    List(ListArgs),
+    /// Send a dead job back to ready with a fresh budget of attempts
     Retry(RetryArgs),
+    /// Cancel a job that has not finished: a ready or scheduled job will not run; a running
+    /// one's handler is stopped at its worker's next heartbeat (within a third of its lease)
+    Cancel(CancelArgs),
     /// Delete dead letters older than a duration
     Purge(PurgeArgs),
+    /// Delete done (and/or cancelled) jobs older than a duration
+    Prune(PruneArgs),
 }
 
 #[derive(Debug, clap::Args)]
@@ -160,11 +173,73 @@ struct DeadArgs {
     #[arg(long, value_name = "Q")]
     queue: String,
     /// At most this many
-    #[arg(long, default_value_t = 100, value_name = "N")]
+    #[arg(long, default_value_t = 100, value_parser = clap::value_parser!(i64).range(0..), value_name = "N")]
     limit: i64,
     /// JSON lines on stdout
     #[arg(long)]
     json: bool,
+}
+
+#[derive(Debug, clap::Args)]
+struct ShowArgs {
+    #[command(flatten)]
+    conn: Conn,
+    /// The job's id
+    #[arg(value_name = "JOB_ID")]
+    id: i64,
+    /// One JSON object on stdout (times in RFC 3339, UTC)
+    #[arg(long)]
+    json: bool,
+}
+
+#[derive(Debug, clap::Args)]
+struct ListArgs {
+    #[command(flatten)]
+    conn: Conn,
+    /// The queue's name
+    #[arg(long, value_name = "Q")]
+    queue: String,
+    /// ready, scheduled, running, done, dead or cancelled
+    #[arg(long, value_parser = parse_state, value_name = "STATE")]
+    state: lockwise::queue::JobState,
+    /// At most this many
+    #[arg(long, default_value_t = 100, value_parser = clap::value_parser!(i64).range(0..), value_name = "N")]
+    limit: i64,
+    /// JSON lines on stdout, one job per line (as `show --json` prints it)
+    #[arg(long)]
+    json: bool,
+}
+
+fn parse_state(s: &str) -> Result<lockwise::queue::JobState, String> {
+    s.parse().map_err(|e: lockwise::Error| e.to_string())
+}
+
+#[derive(Debug, clap::Args)]
+struct CancelArgs {
+    #[command(flatten)]
+    conn: Conn,
+    /// The job's id
+    #[arg(value_name = "JOB_ID")]
+    id: i64,
+}
+
+#[derive(Debug, clap::Args)]
+#[command(group = clap::ArgGroup::new("states").required(true).multiple(true))]
+struct PruneArgs {
+    #[command(flatten)]
+    conn: Conn,
+    /// Only this queue [default: every queue of the schema]
+    #[arg(long, value_name = "Q")]
+    queue: Option<String>,
+    /// Delete done jobs
+    #[arg(long, group = "states")]
+    done: bool,
+    /// Delete cancelled jobs
+    #[arg(long, group = "states")]
+    cancelled: bool,
+    /// Delete jobs that finished longer ago than this
+    #[arg(long, value_parser = duration::parse, value_name = "DURATION")]
+    older_than: Duration,
 }
 
 #[derive(Debug, clap::Args)]
@@ -308,38 +383,18 @@ async fn dispatch(command: QueueCommand) -> Result<u8, Failure> {
             let queue = open(&a.conn, &a.queue, 1, Store::Existing).await?;
             let s = queue.stats().await?;
             if a.json {
-                println!(
-                    "{}",
-                    serde_json::json!({
-                        "queue": a.queue, "pending": s.pending, "scheduled": s.scheduled,
-                        "running": s.running, "done": s.done, "dead": s.dead,
-                    })
-                );
+                println!("{}", inspect::stats_json(&a.queue, &s));
             } else {
-                println!(
-                    "pending {}  (scheduled {})\nrunning {}\ndone    {}\ndead    {}",
-                    s.pending, s.scheduled, s.running, s.done, s.dead
-                );
+                println!("{}", inspect::stats_text(&s));
             }
         }
         QueueCommand::Dead(a) => {
             let queue = open(&a.conn, &a.queue, 1, Store::Existing).await?;
             for job in queue.dead(a.limit).await? {
                 if a.json {
-                    println!(
-                        "{}",
-                        serde_json::json!({
-                            "id": job.id.to_string(), "payload": job.payload, "attempts": job.attempts,
-                            "last_error": job.last_error, "errors": job.errors,
-                        })
-                    );
+                    println!("{}", inspect::dead_json(&job));
                 } else {
-                    println!(
-                        "{}\tattempts {}\t{}",
-                        job.id,
-                        job.attempts,
-                        job.last_error.unwrap_or_default().replace('\n', " ")
-                    );
+                    println!("{}", inspect::dead_text(&job));
                 }
             }
         }
@@ -354,6 +409,23 @@ async fn dispatch(command: QueueCommand) -> Result<u8, Failure> {
                     ),
                 });
             }
+        }
+        QueueCommand::Show(a) => inspect::show(&a.conn, a.id, a.json).await?,
+        QueueCommand::List(a) => {
+            lockwise::queue::check_queue_name(&a.queue)?;
+            inspect::list(&a.conn, &a.queue, a.state, a.limit, a.json).await?;
+        }
+        QueueCommand::Cancel(a) => inspect::cancel(&a.conn, a.id).await?,
+        QueueCommand::Prune(a) => {
+            if let Some(queue) = &a.queue {
+                lockwise::queue::check_queue_name(queue)?;
+            }
+            let states: Vec<JobState> =
+                [(a.done, JobState::Done), (a.cancelled, JobState::Cancelled)]
+                    .into_iter()
+                    .filter_map(|(asked, state)| asked.then_some(state))
+                    .collect();
+            inspect::prune(&a.conn, a.queue.as_deref(), &states, a.older_than).await?;
         }
         QueueCommand::Purge(a) => {
             let queue = open(
@@ -548,8 +620,12 @@ impl QueueArgs {
             QueueCommand::Work(a) => &mut a.conn,
             QueueCommand::Stats(a) => &mut a.conn,
             QueueCommand::Dead(a) => &mut a.conn,
+            QueueCommand::Show(a) => &mut a.conn,
+            QueueCommand::List(a) => &mut a.conn,
             QueueCommand::Retry(a) => &mut a.conn,
+            QueueCommand::Cancel(a) => &mut a.conn,
             QueueCommand::Purge(a) => &mut a.conn,
+            QueueCommand::Prune(a) => &mut a.conn,
         };
         vec![&mut conn.url]
     }

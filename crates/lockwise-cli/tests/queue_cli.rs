@@ -100,7 +100,7 @@ fn enqueue_prints_the_id_the_handler_sees(s: Db) {
     let st = stats(&s);
     assert_eq!(
         (
-            st["pending"].as_i64(),
+            st["ready"].as_i64(),
             st["running"].as_i64(),
             st["done"].as_i64(),
             st["dead"].as_i64()
@@ -166,7 +166,11 @@ fn a_failing_handler_stores_its_stderr_and_dies_after_max_attempts(s: Db) {
         .output()
         .unwrap());
     let dead: serde_json::Value = serde_json::from_str(dead.lines().next().unwrap()).unwrap();
-    assert_eq!(dead["id"], id.trim());
+    assert_eq!(
+        dead["id"],
+        id.trim().parse::<i64>().unwrap(),
+        "a number, as enqueue prints it"
+    );
     assert_eq!(dead["attempts"], 1);
     let error = dead["last_error"].as_str().unwrap();
     assert!(
@@ -175,7 +179,7 @@ fn a_failing_handler_stores_its_stderr_and_dies_after_max_attempts(s: Db) {
     );
     // Retry gives it back with a fresh budget; purge deletes dead letters.
     ok(queue(&s, "retry", &[id.trim()]).output().unwrap());
-    assert_eq!(stats(&s)["pending"], 1);
+    assert_eq!(stats(&s)["ready"], 1);
     // A job that is not dead, or no job at all: exit 66, said on stderr.
     for id in [id.trim(), "999999999"] {
         let not_dead = queue(&s, "retry", &[id]).output().unwrap();
@@ -186,7 +190,7 @@ fn a_failing_handler_stores_its_stderr_and_dies_after_max_attempts(s: Db) {
             "{stderr}"
         );
     }
-    assert_eq!(stats(&s)["pending"], 1, "the pending job is untouched");
+    assert_eq!(stats(&s)["ready"], 1, "the pending job is untouched");
 }
 
 /// A worker process killed with SIGKILL mid-job: its handler's tree dies with it, the reaper
@@ -254,6 +258,173 @@ fn a_killed_worker_s_job_is_rescued_and_done_once(s: Db) {
     );
 }
 
+fn json_lines(text: &str) -> Vec<serde_json::Value> {
+    text.lines()
+        .map(|line| serde_json::from_str(line).unwrap())
+        .collect()
+}
+
+/// `show`, `list`, `cancel` and `prune`, with their JSON and their exit codes; `stats --json`
+/// has counts that do not overlap.
+fn jobs_are_shown_listed_cancelled_and_pruned(s: Db) {
+    let enqueue = |args: &[&str]| {
+        let mut all = vec!["--queue", "q", "--payload", r#"{"n":1}"#];
+        all.extend_from_slice(args);
+        ok(queue(&s, "enqueue", &all).output().unwrap())
+            .trim()
+            .parse::<i64>()
+            .unwrap()
+    };
+    let a = enqueue(&["--key", "k-a"]);
+    let b = enqueue(&["--priority", "-1"]);
+    let later = enqueue(&["--delay", "1h"]);
+
+    let shown = ok(queue(&s, "show", &[&a.to_string(), "--json"])
+        .output()
+        .unwrap());
+    let shown: serde_json::Value = serde_json::from_str(shown.trim()).unwrap();
+    assert_eq!(
+        (
+            &shown["id"],
+            &shown["queue"],
+            &shown["state"],
+            &shown["key"]
+        ),
+        (
+            &serde_json::json!(a),
+            &serde_json::json!("q"),
+            &serde_json::json!("ready"),
+            &serde_json::json!("k-a")
+        ),
+        "{shown}"
+    );
+    assert_eq!(shown["payload"], serde_json::json!({"n": 1}));
+    let created = shown["created_at"].as_str().unwrap();
+    assert!(humantime::parse_rfc3339(created).is_ok(), "{created}");
+    assert!(shown["finished_at"].is_null());
+    let text = ok(queue(&s, "show", &[&a.to_string()]).output().unwrap());
+    assert!(
+        text.contains("state       ready") && text.contains("k-a"),
+        "{text}"
+    );
+    let missing = queue(&s, "show", &["999999999"]).output().unwrap();
+    assert_eq!(missing.status.code(), Some(66), "{missing:?}");
+
+    let listed = ok(
+        queue(&s, "list", &["--queue", "q", "--state", "ready", "--json"])
+            .output()
+            .unwrap(),
+    );
+    let ids: Vec<i64> = json_lines(&listed)
+        .iter()
+        .map(|j| j["id"].as_i64().unwrap())
+        .collect();
+    assert_eq!(ids, vec![b, a], "ready jobs in the order they will run");
+    let scheduled = ok(queue(&s, "list", &["--queue", "q", "--state", "scheduled"])
+        .output()
+        .unwrap());
+    assert!(
+        scheduled.starts_with(&format!("{later}\tscheduled\t")),
+        "{scheduled}"
+    );
+    let bad = queue(&s, "list", &["--queue", "q", "--state", "pending"])
+        .output()
+        .unwrap();
+    assert_eq!(bad.status.code(), Some(64), "{bad:?}");
+
+    ok(queue(&s, "cancel", &[&later.to_string()]).output().unwrap());
+    let again = queue(&s, "cancel", &[&later.to_string()]).output().unwrap();
+    assert_eq!(again.status.code(), Some(66), "{again:?}");
+    let st = stats(&s);
+    let mut keys: Vec<&str> = st.as_object().unwrap().keys().map(String::as_str).collect();
+    keys.sort_unstable();
+    assert_eq!(
+        keys,
+        [
+            "cancelled",
+            "dead",
+            "done",
+            "queue",
+            "ready",
+            "running",
+            "scheduled"
+        ]
+    );
+    assert_eq!(
+        (&st["ready"], &st["scheduled"], &st["cancelled"]),
+        (
+            &serde_json::json!(2),
+            &serde_json::json!(0),
+            &serde_json::json!(1)
+        )
+    );
+
+    let no_state = queue(&s, "prune", &["--older-than", "0s"])
+        .output()
+        .unwrap();
+    assert_eq!(no_state.status.code(), Some(64), "{no_state:?}");
+    std::thread::sleep(Duration::from_millis(20));
+    let pruned = queue(
+        &s,
+        "prune",
+        &["--cancelled", "--done", "--older-than", "1ms"],
+    )
+    .output()
+    .unwrap();
+    assert!(pruned.status.success(), "{pruned:?}");
+    let said = String::from_utf8_lossy(&pruned.stderr);
+    assert!(
+        said.contains("pruned 1 cancelled job") && said.contains("pruned 0 done jobs"),
+        "{said}"
+    );
+    let gone = queue(&s, "show", &[&later.to_string()]).output().unwrap();
+    assert_eq!(gone.status.code(), Some(66), "{gone:?}");
+}
+
+/// A handler's error with escape sequences and newlines is printed escaped, on one line, by
+/// `dead`, `list` and `show`: stored text never drives the terminal. `--json` keeps it as is.
+fn text_output_escapes_control_characters(s: Db) {
+    let id = ok(queue(
+        &s,
+        "enqueue",
+        &["--queue", "q", "--payload", "{}", "--max-attempts", "1"],
+    )
+    .output()
+    .unwrap());
+    let id = id.trim();
+    let script = r#"printf 'bad\033[2Jthing\nsecond line' >&2; exit 1"#;
+    let mut worker = queue(&s, "work", &["--queue", "q", "--", "sh", "-c", script])
+        .stderr(Stdio::null())
+        .spawn()
+        .unwrap();
+    wait_for("the job to die", Duration::from_secs(20), || {
+        stats(&s)["dead"] == 1
+    });
+    worker.kill().unwrap();
+    worker.wait().unwrap();
+    let outputs = [
+        ok(queue(&s, "dead", &["--queue", "q"]).output().unwrap()),
+        ok(queue(&s, "list", &["--queue", "q", "--state", "dead"])
+            .output()
+            .unwrap()),
+        ok(queue(&s, "show", &[id]).output().unwrap()),
+    ];
+    for text in outputs {
+        assert!(!text.contains('\u{1b}'), "{text:?}");
+        assert!(text.contains(r"bad\u{1b}[2Jthing\nsecond line"), "{text:?}");
+    }
+    let dead = ok(queue(&s, "dead", &["--queue", "q"]).output().unwrap());
+    assert_eq!(dead.lines().count(), 1, "{dead:?}");
+    let json = ok(queue(&s, "dead", &["--queue", "q", "--json"])
+        .output()
+        .unwrap());
+    let error = json_lines(&json)[0]["last_error"]
+        .as_str()
+        .unwrap()
+        .to_owned();
+    assert!(error.contains("bad\u{1b}[2Jthing\nsecond"), "{error:?}");
+}
+
 macro_rules! on_databases {
     ($($case:ident),*) => {
         mod postgres { use super::*; $(#[test] fn $case() { super::$case(Db::pg("qcli")) })* }
@@ -272,7 +443,9 @@ on_databases!(
     a_handler_reads_a_line_and_enqueues_a_follow_up,
     both_databases_refuse_the_same_bad_jobs_with_64,
     messages_say_what_happened,
-    enqueue_json_says_whether_the_key_was_a_duplicate
+    enqueue_json_says_whether_the_key_was_a_duplicate,
+    jobs_are_shown_listed_cancelled_and_pruned,
+    text_output_escapes_control_characters
 );
 
 #[test]
@@ -361,7 +534,7 @@ fn a_handler_that_cannot_run_stops_work_before_any_claim(s: Db) {
     let st = stats(&s);
     assert_eq!(
         (
-            st["pending"].as_i64(),
+            st["ready"].as_i64(),
             st["running"].as_i64(),
             st["dead"].as_i64()
         ),
@@ -374,14 +547,19 @@ fn a_handler_that_cannot_run_stops_work_before_any_claim(s: Db) {
     assert_eq!(dead, "", "no attempt was spent");
 }
 
-/// `stats`, `dead`, `retry` and `purge` never create the queue's tables: on a store that was
-/// never migrated they exit 64 with a message that says so, and leave it as it was.
+/// `stats`, `dead`, `show`, `list`, `retry`, `cancel`, `purge` and `prune` never create the
+/// queue's tables: on a store that was never migrated they exit 64 with a message that says
+/// so, and leave it as it was.
 fn read_and_admin_commands_do_not_create_the_store(s: Db) {
-    let commands: [(&str, &[&str]); 4] = [
+    let commands: [(&str, &[&str]); 8] = [
         ("stats", &["--queue", "q"]),
         ("dead", &["--queue", "q", "--json"]),
+        ("show", &["1"]),
+        ("list", &["--queue", "q", "--state", "ready"]),
         ("retry", &["1"]),
+        ("cancel", &["1"]),
         ("purge", &["--older-than", "1s"]),
+        ("prune", &["--done", "--older-than", "1s"]),
     ];
     // Twice: had the first round created anything, the second would succeed.
     for round in 0..2 {
@@ -402,7 +580,7 @@ fn read_and_admin_commands_do_not_create_the_store(s: Db) {
     }
     let created = queue(&s, "migrate", &[]).output().unwrap();
     assert!(created.status.success(), "{created:?}");
-    assert_eq!(stats(&s)["pending"], 0, "stats works once migrated");
+    assert_eq!(stats(&s)["ready"], 0, "stats works once migrated");
 }
 
 /// `--payload -` reads the payload from stdin and `--payload @FILE` from a file: a 10 MB
@@ -553,7 +731,7 @@ fn a_handler_reads_a_line_and_enqueues_a_follow_up(s: Db) {
         .output()
         .unwrap());
     let next: serde_json::Value = serde_json::from_str(next.trim()).unwrap();
-    assert_eq!(next["pending"], 1, "the follow-up job was enqueued");
+    assert_eq!(next["ready"], 1, "the follow-up job was enqueued");
 }
 
 /// The library judges a job before either database sees it: a NUL in the payload, a queue
@@ -601,7 +779,7 @@ fn both_databases_refuse_the_same_bad_jobs_with_64(s: Db) {
     )
     .output()
     .unwrap());
-    assert_eq!(stats(&s)["pending"], 1);
+    assert_eq!(stats(&s)["ready"], 1);
 }
 
 /// `migrate` says whether it created the store or found it up to date, `purge` counts in
@@ -697,5 +875,5 @@ fn enqueue_json_says_whether_the_key_was_a_duplicate(s: Db) {
     assert_ne!(other["id"], first["id"]);
     let keyless = enqueue(&[]);
     assert_eq!(keyless["duplicate"], false);
-    assert_eq!(stats(&s)["pending"], 3);
+    assert_eq!(stats(&s)["ready"], 3);
 }

@@ -44,11 +44,11 @@ async fn main() -> Result<(), Box<dyn std::error::Error>> {
     let mut pruned = 0u64;
     println!(
         "{:>5} {:>10} {:>10} {:>12}",
-        "s", "jobs/s", "pending", "n_dead_tup"
+        "s", "jobs/s", "ready", "n_dead_tup"
     );
     while start.elapsed() < Duration::from_secs(seconds) {
         let stats = queue.stats().await?;
-        if stats.pending < 5_000 {
+        if stats.ready < 5_000 {
             queue
                 .enqueue_many((0..1_000).map(|i| Job::new(json!({ "n": i }))))
                 .await?;
@@ -70,7 +70,7 @@ async fn main() -> Result<(), Box<dyn std::error::Error>> {
                 "{:>5} {:>10.0} {:>10} {:>12}",
                 start.elapsed().as_secs(),
                 rate,
-                stats.pending,
+                stats.ready,
                 dead
             );
             last = (Instant::now(), done);

@@ -8,7 +8,9 @@ use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, AtomicU32, Ordering};
 use std::time::Duration;
 
-use lockwise::queue::{ConnectOptions, Executor, Job, JobContext, JobId, Queue, Worker};
+use lockwise::queue::{
+    ConnectOptions, Executor, Job, JobContext, JobId, JobState, Queue, Stats, Worker,
+};
 use lockwise_testkit::{MysqlDatabase, PgSchema};
 use serde_json::json;
 use sqlx::postgres::PgPoolOptions;
@@ -37,6 +39,11 @@ async fn queue(label: &str) -> (PgSchema, Queue) {
     let q = Queue::with_schema(pool, schema.name(), "q").unwrap();
     q.migrate().await.unwrap();
     (schema, q)
+}
+
+/// Jobs waiting to run: ready or scheduled.
+fn waiting(stats: Stats) -> i64 {
+    stats.ready + stats.scheduled
 }
 
 /// Runs `worker` until `until` holds (checked every 20 ms) or `limit` passes; then shuts down.
@@ -175,7 +182,7 @@ async fn lifecycle_enqueue_work_done(q: Queue) {
         .await
         .unwrap();
     assert_eq!(ids.len(), 20);
-    assert_eq!(q.stats().await.unwrap().pending, 20);
+    assert_eq!(waiting(q.stats().await.unwrap()), 20);
     let seen = Arc::new(std::sync::Mutex::new(Vec::new()));
     let s2 = seen.clone();
     let report = run_until(
@@ -196,7 +203,7 @@ async fn lifecycle_enqueue_work_done(q: Queue) {
     assert_eq!(report.done, 20);
     let stats = q.stats().await.unwrap();
     assert_eq!(
-        (stats.pending, stats.running, stats.done, stats.dead),
+        (waiting(stats), stats.running, stats.done, stats.dead),
         (0, 0, 20, 0)
     );
     let mut seen = seen.lock().unwrap().clone();
@@ -247,7 +254,7 @@ async fn a_failing_job_dies_after_exactly_max_attempts(q: Queue) {
 
     // Retried with a fresh budget, it runs again; purged, it is gone.
     assert!(q.retry(id).await.unwrap());
-    assert_eq!(q.stats().await.unwrap().pending, 1);
+    assert_eq!(waiting(q.stats().await.unwrap()), 1);
     assert!(!q.retry(JobId(id.0 + 1_000_000)).await.unwrap());
 }
 
@@ -298,7 +305,7 @@ async fn an_idempotency_key_returns_the_existing_job(q: Queue) {
         .map(Result::unwrap)
         .collect();
     assert_eq!(ids.len(), 1);
-    assert_eq!(q.stats().await.unwrap().pending, 2);
+    assert_eq!(waiting(q.stats().await.unwrap()), 2);
     // enqueue_with_status: of concurrent duplicates exactly one inserted, all the same id.
     let tasks = (0..8).map(|_| {
         let q = q.clone();
@@ -324,7 +331,7 @@ async fn an_idempotency_key_returns_the_existing_job(q: Queue) {
         .await
         .unwrap();
     assert_eq!(many[0], many[1]);
-    assert_eq!(q.stats().await.unwrap().pending, 4);
+    assert_eq!(waiting(q.stats().await.unwrap()), 4);
 }
 
 async fn an_enqueue_in_a_rolled_back_transaction_leaves_no_job(q: Queue) {
@@ -343,11 +350,11 @@ where
     let mut tx = pool.begin().await.unwrap();
     q.enqueue_in(&mut tx, Job::new(json!({}))).await.unwrap();
     tx.rollback().await.unwrap();
-    assert_eq!(q.stats().await.unwrap().pending, 0);
+    assert_eq!(waiting(q.stats().await.unwrap()), 0);
     let mut tx = pool.begin().await.unwrap();
     q.enqueue_in(&mut tx, Job::new(json!({}))).await.unwrap();
     tx.commit().await.unwrap();
-    assert_eq!(q.stats().await.unwrap().pending, 1);
+    assert_eq!(waiting(q.stats().await.unwrap()), 1);
 }
 
 /// A worker whose job was rescued and claimed again cannot complete (or fail) it late.
@@ -502,7 +509,7 @@ async fn graceful_shutdown_finishes_in_flight_jobs_and_hands_back_the_rest(q: Qu
     );
     assert_eq!((report.done, report.handed_back), (1, 1));
     let stats = q.stats().await.unwrap();
-    assert_eq!((stats.done, stats.pending, stats.running), (1, 1, 0));
+    assert_eq!((stats.done, waiting(stats), stats.running), (1, 1, 0));
     // The handed-back job keeps its budget: it can still run once more.
     let again = q.claim("w", 1, Duration::from_secs(30), &[]).await.unwrap();
     assert_eq!(again.len(), 1);
@@ -527,7 +534,7 @@ async fn priorities_and_delays_order_the_claims(q: Queue) {
     assert_eq!(claimed, vec![high, normal, low]);
     assert!(!claimed.contains(&later));
     let stats = q.stats().await.unwrap();
-    assert_eq!((stats.pending, stats.scheduled, stats.running), (1, 1, 3));
+    assert_eq!((stats.ready, stats.scheduled, stats.running), (0, 1, 3));
     // Acknowledged through the next claim, in the same statement.
     let acks: Vec<(JobId, i32)> = claimed.iter().map(|id| (*id, 1)).collect();
     assert!(
@@ -579,6 +586,143 @@ async fn dropping_the_run_future_stops_its_handlers(q: Queue) {
     assert_eq!(q.stats().await.unwrap().running, 1);
 }
 
+/// `job`, `list`, `cancel` and `prune`: what a user inspecting or cleaning a queue relies on.
+async fn jobs_can_be_shown_listed_cancelled_and_pruned(q: Queue) {
+    let before = std::time::SystemTime::now() - Duration::from_secs(60);
+    let a = q
+        .enqueue(Job::new(json!({"n": "a"})).key("key-a"))
+        .await
+        .unwrap();
+    let later = Duration::from_secs(3600);
+    let b = q.enqueue(Job::new(json!({})).delay(later)).await.unwrap();
+    let c = q.enqueue(Job::new(json!({})).priority(-1)).await.unwrap();
+    let other = q.named("other").enqueue(Job::new(json!({}))).await.unwrap();
+
+    let shown = q.job(a).await.unwrap().expect("job a exists");
+    assert_eq!((shown.id, shown.state), (a, JobState::Ready));
+    assert_eq!(
+        (shown.queue.as_str(), shown.key.as_deref()),
+        ("q", Some("key-a"))
+    );
+    assert_eq!((shown.attempt, shown.max_attempts), (0, 5));
+    assert_eq!(shown.payload, json!({"n": "a"}));
+    assert!(shown.created_at > before && shown.finished_at.is_none());
+    let scheduled = q.job(b).await.unwrap().unwrap();
+    assert_eq!(scheduled.state, JobState::Scheduled);
+    assert!(scheduled.run_at > std::time::SystemTime::now() + later / 2);
+    // Any queue of the store, by id; a missing id is None, not an error.
+    assert_eq!(q.job(other).await.unwrap().unwrap().queue, "other");
+    assert!(q.job(JobId(i64::MAX)).await.unwrap().is_none());
+
+    let ids =
+        |jobs: Vec<lockwise::queue::JobInfo>| jobs.into_iter().map(|j| j.id).collect::<Vec<_>>();
+    assert_eq!(ids(q.list(JobState::Ready, 10).await.unwrap()), vec![c, a]);
+    assert_eq!(ids(q.list(JobState::Ready, 1).await.unwrap()), vec![c]);
+    assert_eq!(ids(q.list(JobState::Scheduled, 10).await.unwrap()), vec![b]);
+
+    let claimed = q
+        .claim("w1", 1, Duration::from_secs(30), &[])
+        .await
+        .unwrap();
+    assert_eq!(claimed[0].id, c);
+    let running = q.list(JobState::Running, 10).await.unwrap();
+    assert_eq!(ids(running.clone()), vec![c]);
+    assert_eq!(running[0].worker.as_deref(), Some("w1"));
+    assert!(running[0].lease_until.unwrap() > std::time::SystemTime::now());
+
+    // Cancel a scheduled job and a running one; a finished or missing job is not cancelled.
+    assert!(q.cancel(b).await.unwrap());
+    assert!(q.cancel(c).await.unwrap());
+    assert!(!q.cancel(b).await.unwrap(), "already cancelled");
+    assert!(!q.cancel(JobId(i64::MAX)).await.unwrap());
+    // The cancelled execution can neither renew, complete nor fail the job.
+    assert!(
+        q.heartbeat(&[(c, 1)], Duration::from_secs(30))
+            .await
+            .unwrap()
+            .is_empty()
+    );
+    assert_eq!(q.complete(&[(c, 1)]).await.unwrap(), 0);
+    assert!(!q.fail(c, 1, "late", Duration::ZERO, false).await.unwrap());
+    let stats = q.stats().await.unwrap();
+    assert_eq!(
+        (stats.ready, stats.scheduled, stats.running, stats.cancelled),
+        (1, 0, 0, 2)
+    );
+    let cancelled = q.list(JobState::Cancelled, 10).await.unwrap();
+    assert_eq!(ids(cancelled.clone()), vec![c, b], "newest first");
+    assert!(cancelled.iter().all(|j| j.finished_at.is_some()));
+
+    // Only finished states are pruned; pruning leaves other queues alone.
+    let err = q.prune(JobState::Ready, Duration::ZERO).await.unwrap_err();
+    assert!(
+        matches!(err, lockwise::Error::InvalidConfig { .. }),
+        "{err}"
+    );
+    assert_eq!(
+        q.prune(JobState::Cancelled, Duration::from_secs(3600))
+            .await
+            .unwrap(),
+        0
+    );
+    sleep(Duration::from_millis(20)).await;
+    assert_eq!(
+        q.prune(JobState::Cancelled, Duration::from_millis(1))
+            .await
+            .unwrap(),
+        2
+    );
+    assert!(q.job(b).await.unwrap().is_none());
+    assert!(q.job(a).await.unwrap().is_some() && q.job(other).await.unwrap().is_some());
+}
+
+/// A job cancelled while its handler runs: the worker stops the handler at its next
+/// heartbeat, and neither completes nor fails the job.
+async fn cancelling_a_running_job_stops_its_handler_and_keeps_it_cancelled(q: Queue) {
+    let id = q.enqueue(Job::new(json!({}))).await.unwrap();
+    let dropped = Arc::new(AtomicBool::new(false));
+    struct SetOnDrop(Arc<AtomicBool>);
+    impl Drop for SetOnDrop {
+        fn drop(&mut self) {
+            self.0.store(true, Ordering::SeqCst);
+        }
+    }
+    let stop = CancellationToken::new();
+    let flag = dropped.clone();
+    let worker = tokio::spawn(fast(&q).lease(Duration::from_secs(1)).run(
+        move |_job| {
+            let guard = SetOnDrop(flag.clone());
+            async move {
+                let _guard = guard;
+                sleep(Duration::from_secs(30)).await;
+                Ok::<(), String>(())
+            }
+        },
+        stop.clone(),
+    ));
+    let until = Instant::now() + Duration::from_secs(10);
+    while q.stats().await.unwrap().running == 0 {
+        assert!(Instant::now() < until, "the job never started");
+        sleep(Duration::from_millis(20)).await;
+    }
+    sleep(Duration::from_millis(50)).await;
+    assert!(q.cancel(id).await.unwrap());
+    let cancelled = Instant::now();
+    while !dropped.load(Ordering::SeqCst) {
+        assert!(
+            cancelled.elapsed() < Duration::from_secs(2),
+            "the handler still runs {:?} after the cancel",
+            cancelled.elapsed()
+        );
+        sleep(Duration::from_millis(10)).await;
+    }
+    println!("handler stopped {:?} after the cancel", cancelled.elapsed());
+    stop.cancel();
+    let report = worker.await.unwrap().unwrap();
+    assert_eq!((report.done, report.failed), (0, 0));
+    assert_eq!(q.job(id).await.unwrap().unwrap().state, JobState::Cancelled);
+}
+
 /// Declares each case twice, as a test on PostgreSQL and one on MariaDB, each with a fresh
 /// queue (a schema or database of its own): they run in parallel, and a failure names its
 /// database.
@@ -615,6 +759,8 @@ on_both_databases!(
     graceful_shutdown_finishes_in_flight_jobs_and_hands_back_the_rest,
     priorities_and_delays_order_the_claims,
     dropping_the_run_future_stops_its_handlers,
+    jobs_can_be_shown_listed_cancelled_and_pruned,
+    cancelling_a_running_job_stops_its_handler_and_keeps_it_cancelled,
 );
 
 /// A connection of the other database is a typed configuration error, not a panic.
@@ -652,7 +798,7 @@ async fn connect_opens_a_migrated_queue_from_a_url_on_both_databases() {
         .unwrap();
     assert!(pg.postgres_pool().is_some());
     let id = pg.enqueue(Job::new(json!({}))).await.unwrap();
-    assert_eq!(pg.stats().await.unwrap().pending, 1);
+    assert_eq!(waiting(pg.stats().await.unwrap()), 1);
     let claimed = pg
         .claim("w", 1, Duration::from_secs(30), &[])
         .await
@@ -666,7 +812,7 @@ async fn connect_opens_a_migrated_queue_from_a_url_on_both_databases() {
             .unwrap();
         assert!(my.mysql_pool().is_some(), "{url}");
         my.enqueue(Job::new(json!({})).key("once")).await.unwrap();
-        assert_eq!(my.stats().await.unwrap().pending, 1, "{url}");
+        assert_eq!(waiting(my.stats().await.unwrap()), 1, "{url}");
     }
 }
 
@@ -796,7 +942,7 @@ async fn connect_without_migrating_creates_nothing_on_both_databases() {
     let my = lockwise::queue::connect(&db.url(), options.clone())
         .await
         .unwrap();
-    assert_eq!(my.stats().await.unwrap().pending, 0);
+    assert_eq!(waiting(my.stats().await.unwrap()), 0);
     let other = PgSchema::new("q");
     lockwise::queue::connect(other.url(), migrated.schema(other.name()))
         .await
@@ -804,5 +950,80 @@ async fn connect_without_migrating_creates_nothing_on_both_databases() {
     let pg = lockwise::queue::connect(other.url(), options.schema(other.name()))
         .await
         .unwrap();
-    assert_eq!(pg.stats().await.unwrap().pending, 0);
+    assert_eq!(waiting(pg.stats().await.unwrap()), 0);
+}
+
+/// A schema at version 2 (as an older lockwise left it) with jobs in every state migrates to
+/// the current version with its jobs carried over: a running job's worker still completes it,
+/// and the new states work.
+#[tokio::test]
+async fn a_version_2_schema_migrates_with_its_jobs_in_flight() {
+    let schema = PgSchema::new("q");
+    let pool = PgPoolOptions::new()
+        .max_connections(4)
+        .connect(schema.url())
+        .await
+        .unwrap();
+    let quoted = format!("\"{}\"", schema.name());
+    let fill = |sql: &str| {
+        sql.replace("{schema}", &quoted)
+            .replace("{channel}", "x_jobs")
+    };
+    let old = format!(
+        "{}\n{}\nCREATE TABLE {quoted}.queue_migrations (version integer PRIMARY KEY);\n\
+         INSERT INTO {quoted}.queue_migrations VALUES (1), (2);\n\
+         INSERT INTO {quoted}.jobs (queue, payload, state, attempt, lease_until, worker)\n\
+         VALUES ('q', '{{\"n\": 1}}', 'running', 1, now() + interval '30 seconds', 'old'),\n\
+                ('q', '{{\"n\": 2}}', 'available', 0, NULL, NULL),\n\
+                ('q', '{{\"n\": 3}}', 'dead', 5, NULL, NULL)",
+        fill(include_str!("../sql/postgres/queue/v1.sql")),
+        fill(include_str!("../sql/postgres/queue/v2.sql")),
+    );
+    sqlx::raw_sql(sqlx::AssertSqlSafe(old))
+        .execute(&pool)
+        .await
+        .unwrap();
+    let options = ConnectOptions::default().queue("q").schema(schema.name());
+    let outdated = lockwise::queue::connect(schema.url(), options.clone().migrate(false)).await;
+    assert!(
+        matches!(
+            outdated,
+            Err(lockwise::Error::NotMigrated { outdated: true, .. })
+        ),
+        "{outdated:?}"
+    );
+    let q = lockwise::queue::connect(schema.url(), options)
+        .await
+        .unwrap();
+    let ids: Vec<i64> = sqlx::query_scalar(sqlx::AssertSqlSafe(format!(
+        "SELECT id FROM {quoted}.jobs ORDER BY id"
+    )))
+    .fetch_all(&pool)
+    .await
+    .unwrap();
+    let (running, ready, dead) = (JobId(ids[0]), JobId(ids[1]), JobId(ids[2]));
+    let stats = q.stats().await.unwrap();
+    assert_eq!((stats.ready, stats.running, stats.dead), (1, 1, 1));
+    // The old worker's execution still owns its job and completes it.
+    assert_eq!(
+        q.heartbeat(&[(running, 1)], Duration::from_secs(30))
+            .await
+            .unwrap(),
+        vec![running]
+    );
+    assert_eq!(q.complete(&[(running, 1)]).await.unwrap(), 1);
+    // The new state exists, and the dead letter can still be retried.
+    assert!(q.cancel(ready).await.unwrap());
+    assert_eq!(
+        q.job(ready).await.unwrap().unwrap().state,
+        JobState::Cancelled
+    );
+    assert!(q.retry(dead).await.unwrap());
+    let version: i32 = sqlx::query_scalar(sqlx::AssertSqlSafe(format!(
+        "SELECT max(version) FROM {quoted}.queue_migrations"
+    )))
+    .fetch_one(&pool)
+    .await
+    .unwrap();
+    assert_eq!(version, 3);
 }

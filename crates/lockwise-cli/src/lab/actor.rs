@@ -538,7 +538,7 @@ impl Actor {
                     });
                 }
                 let stats = queue.stats().await?;
-                if stats.pending + stats.scheduled + stats.running == 0 {
+                if stats.unfinished() == 0 {
                     return Ok(());
                 }
                 tokio::time::sleep(Duration::from_millis(50)).await;

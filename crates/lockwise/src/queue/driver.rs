@@ -14,7 +14,7 @@ use async_trait::async_trait;
 use tokio::sync::Notify;
 use tokio_util::sync::CancellationToken;
 
-use super::{Claimed, DeadJob, Enqueued, Executor, Job, JobId, Stats};
+use super::{Claimed, DeadJob, Enqueued, Executor, Job, JobId, JobInfo, JobState, Stats};
 use crate::error::Result;
 
 /// One claim: acknowledge `finished` (id, attempt) as done, then claim up to `limit` ready
@@ -89,14 +89,23 @@ pub(crate) trait Driver: std::fmt::Debug + Send + Sync + 'static {
     /// Sends a dead job back to available with a fresh budget.
     async fn retry(&self, id: JobId) -> Result<bool>;
 
-    /// Deletes one queue's dead letters older than `older_than`.
-    async fn purge_dead(&self, queue: &str, older_than: Duration) -> Result<u64>;
+    /// Deletes the jobs of `queue` (every queue for `None`) finished in `state` (`done`,
+    /// `dead` or `cancelled`) more than `older_than` ago.
+    async fn delete_finished(
+        &self,
+        queue: Option<&str>,
+        state: &'static str,
+        older_than: Duration,
+    ) -> Result<u64>;
 
-    /// Deletes every queue's dead letters older than `older_than`.
-    async fn purge_dead_everywhere(&self, older_than: Duration) -> Result<u64>;
+    /// One job of any queue in the store.
+    async fn job(&self, id: JobId) -> Result<Option<JobInfo>>;
 
-    /// Deletes one queue's done jobs older than `older_than`.
-    async fn prune_done(&self, queue: &str, older_than: Duration) -> Result<u64>;
+    /// One queue's jobs in `state`, at most `limit`.
+    async fn list(&self, queue: &str, state: JobState, limit: i64) -> Result<Vec<JobInfo>>;
+
+    /// Cancels a job of any queue in the store that has not finished.
+    async fn cancel(&self, id: JobId) -> Result<bool>;
 
     /// Keeps the store healthy under sustained load, called by every worker every couple of
     /// seconds (PostgreSQL vacuums the jobs table when dead tuples pile up); one at a time.

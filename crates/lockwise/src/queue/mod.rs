@@ -52,7 +52,7 @@ mod postgres;
 mod worker;
 
 use std::sync::Arc;
-use std::time::Duration;
+use std::time::{Duration, SystemTime};
 
 use serde_json::Value;
 use tokio::sync::Notify;
@@ -218,20 +218,143 @@ pub struct Claimed {
     pub payload: Value,
 }
 
-/// Job counts of one queue.
+/// Job counts of one queue, by state: every job is in exactly one count.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
 #[non_exhaustive]
 pub struct Stats {
-    /// Every job not finished and not running: ready, scheduled, and waiting to retry.
-    pub pending: i64,
-    /// Of `pending`, those whose time has not come yet (scheduled or waiting to retry).
+    /// Waiting for a worker, and due now.
+    pub ready: i64,
+    /// Waiting, but not due yet: delayed, or waiting to retry after a failed attempt.
     pub scheduled: i64,
     /// Claimed by a worker.
     pub running: i64,
     /// Finished.
     pub done: i64,
-    /// Attempts used up (dead letters).
+    /// Attempts used up, or failed for good (dead letters).
     pub dead: i64,
+    /// Cancelled before they finished ([`Queue::cancel`]).
+    pub cancelled: i64,
+}
+
+impl Stats {
+    /// Jobs not finished yet: ready, scheduled or running.
+    pub fn unfinished(&self) -> i64 {
+        self.ready + self.scheduled + self.running
+    }
+}
+
+/// Where a job stands. `Ready` and `Scheduled` are one stored state (waiting), told apart by
+/// whether the job is due.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+#[non_exhaustive]
+pub enum JobState {
+    /// Waiting for a worker, and due now.
+    Ready,
+    /// Waiting, not due yet (delayed, or waiting to retry).
+    Scheduled,
+    /// Claimed by a worker, under a lease.
+    Running,
+    /// Finished.
+    Done,
+    /// Attempts used up, or failed for good: a dead letter.
+    Dead,
+    /// Cancelled before it finished.
+    Cancelled,
+}
+
+impl JobState {
+    /// Every state, in a job's life order.
+    pub const ALL: [JobState; 6] = [
+        JobState::Ready,
+        JobState::Scheduled,
+        JobState::Running,
+        JobState::Done,
+        JobState::Dead,
+        JobState::Cancelled,
+    ];
+
+    /// The state's name: `ready`, `scheduled`, `running`, `done`, `dead` or `cancelled`.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            JobState::Ready => "ready",
+            JobState::Scheduled => "scheduled",
+            JobState::Running => "running",
+            JobState::Done => "done",
+            JobState::Dead => "dead",
+            JobState::Cancelled => "cancelled",
+        }
+    }
+
+    /// Whether a job in this state has finished (done, dead or cancelled).
+    pub fn is_finished(self) -> bool {
+        matches!(self, JobState::Done | JobState::Dead | JobState::Cancelled)
+    }
+}
+
+impl std::fmt::Display for JobState {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(self.as_str())
+    }
+}
+
+impl std::str::FromStr for JobState {
+    type Err = Error;
+
+    /// Parses a state's name ([`JobState::as_str`]); anything else is an
+    /// [`Error::InvalidConfig`].
+    ///
+    /// ```
+    /// use lockwise::queue::JobState;
+    /// assert_eq!("dead".parse::<JobState>().unwrap(), JobState::Dead);
+    /// assert!("pending".parse::<JobState>().is_err());
+    /// ```
+    fn from_str(s: &str) -> Result<Self> {
+        JobState::ALL
+            .into_iter()
+            .find(|state| state.as_str() == s)
+            .ok_or_else(|| {
+                Error::config(format!(
+                    "unknown job state {:?}: use ready, scheduled, running, done, dead or cancelled",
+                    s.chars().take(40).collect::<String>()
+                ))
+            })
+    }
+}
+
+/// Everything stored about one job ([`Queue::job`], [`Queue::list`]).
+#[derive(Debug, Clone)]
+#[non_exhaustive]
+pub struct JobInfo {
+    /// The job.
+    pub id: JobId,
+    /// Its queue.
+    pub queue: String,
+    /// Where it stands.
+    pub state: JobState,
+    /// Lower runs first.
+    pub priority: i16,
+    /// Attempts made so far (the running one included): the last attempt's fencing token.
+    pub attempt: i32,
+    /// Attempts allowed in all.
+    pub max_attempts: i32,
+    /// Its idempotency key.
+    pub key: Option<String>,
+    /// What was enqueued.
+    pub payload: Value,
+    /// The worker that claimed it last.
+    pub worker: Option<String>,
+    /// When it was enqueued.
+    pub created_at: SystemTime,
+    /// When it is due (or was, for a job that ran).
+    pub run_at: SystemTime,
+    /// When it finished (done, dead or cancelled).
+    pub finished_at: Option<SystemTime>,
+    /// When the running attempt's lease ends, by the database's clock.
+    pub lease_until: Option<SystemTime>,
+    /// The last failed attempt's error.
+    pub last_error: Option<String>,
+    /// Every failed attempt's error: `[{attempt, at, error}, …]`.
+    pub errors: Value,
 }
 
 /// A dead letter.
@@ -681,31 +804,112 @@ impl Queue {
         self.driver.retry(id).await
     }
 
-    /// Deletes dead letters of this queue that died more than `older_than` ago.
+    /// Deletes dead letters of this queue that died more than `older_than` ago: the same as
+    /// [`prune`](Self::prune)`(JobState::Dead, older_than)`.
     ///
     /// # Cancel safety
     ///
     /// Cancel safe: one statement deletes all or none, and purging again is harmless.
     pub async fn purge_dead(&self, older_than: Duration) -> Result<u64> {
-        self.driver.purge_dead(&self.name, older_than).await
+        self.prune(JobState::Dead, older_than).await
     }
 
-    /// Deletes dead letters of *every* queue in the store that died more than `older_than` ago.
+    /// Deletes dead letters of *every* queue in the store that died more than `older_than`
+    /// ago: the same as [`prune_everywhere`](Self::prune_everywhere)`(JobState::Dead, …)`.
     ///
     /// # Cancel safety
     ///
     /// Cancel safe: one statement deletes all or none, and purging again is harmless.
     pub async fn purge_dead_everywhere(&self, older_than: Duration) -> Result<u64> {
-        self.driver.purge_dead_everywhere(older_than).await
+        self.prune_everywhere(JobState::Dead, older_than).await
     }
 
-    /// Retention: deletes jobs of this queue done more than `older_than` ago.
+    /// Retention: deletes jobs of this queue done more than `older_than` ago: the same as
+    /// [`prune`](Self::prune)`(JobState::Done, older_than)`.
     ///
     /// # Cancel safety
     ///
     /// Cancel safe: one statement deletes all or none, and pruning again is harmless.
     pub async fn prune_done(&self, older_than: Duration) -> Result<u64> {
-        self.driver.prune_done(&self.name, older_than).await
+        self.prune(JobState::Done, older_than).await
+    }
+
+    /// Retention: deletes this queue's jobs that finished in `state` (done, dead or
+    /// cancelled) more than `older_than` ago, and returns how many. Any other state is an
+    /// [`Error::InvalidConfig`]: only finished jobs are pruned.
+    ///
+    /// ```no_run
+    /// # async fn demo(queue: lockwise::queue::Queue) -> lockwise::Result<()> {
+    /// use std::time::Duration;
+    /// use lockwise::queue::JobState;
+    /// let day = Duration::from_secs(24 * 3600);
+    /// let pruned = queue.prune(JobState::Done, 7 * day).await?;
+    /// println!("{pruned} jobs done more than a week ago deleted");
+    /// # Ok(()) }
+    /// ```
+    ///
+    /// # Cancel safety
+    ///
+    /// Cancel safe: one statement deletes all or none, and pruning again is harmless.
+    pub async fn prune(&self, state: JobState, older_than: Duration) -> Result<u64> {
+        let state = finished_state(state)?;
+        self.driver
+            .delete_finished(Some(&self.name), state, older_than)
+            .await
+    }
+
+    /// [`prune`](Self::prune) for *every* queue in the store.
+    ///
+    /// # Cancel safety
+    ///
+    /// Cancel safe: one statement deletes all or none, and pruning again is harmless.
+    pub async fn prune_everywhere(&self, state: JobState, older_than: Duration) -> Result<u64> {
+        let state = finished_state(state)?;
+        self.driver.delete_finished(None, state, older_than).await
+    }
+
+    /// Everything stored about job `id`, of any queue in the store; `None` if there is no
+    /// such job.
+    ///
+    /// ```no_run
+    /// # async fn demo(queue: lockwise::queue::Queue) -> lockwise::Result<()> {
+    /// use lockwise::queue::JobId;
+    /// if let Some(job) = queue.job(JobId(42)).await? {
+    ///     println!("job 42 is {} after {} attempts", job.state, job.attempt);
+    /// }
+    /// # Ok(()) }
+    /// ```
+    ///
+    /// # Cancel safety
+    ///
+    /// Cancel safe: it only reads.
+    pub async fn job(&self, id: JobId) -> Result<Option<JobInfo>> {
+        self.driver.job(id).await
+    }
+
+    /// This queue's jobs in `state`, at most `limit` (at least 0): ready and scheduled jobs
+    /// in the order they will run, the others newest first.
+    ///
+    /// # Cancel safety
+    ///
+    /// Cancel safe: it only reads.
+    pub async fn list(&self, state: JobState, limit: i64) -> Result<Vec<JobInfo>> {
+        self.driver.list(&self.name, state, limit.max(0)).await
+    }
+
+    /// Cancels job `id`, of any queue in the store, if it has not finished: a ready or
+    /// scheduled job will not run, and a running one's worker stops its handler at its next
+    /// heartbeat (within a third of the lease: `lockwise queue work` kills the command then)
+    /// and can no longer complete or fail it. The job stays, in state
+    /// [`Cancelled`](JobState::Cancelled), until [pruned](Self::prune). `false` when there
+    /// is no such job or it had finished.
+    ///
+    /// # Cancel safety
+    ///
+    /// One statement, applied or not; after a dropped call that applied it, cancelling
+    /// again returns `false`.
+    pub async fn cancel(&self, id: JobId) -> Result<bool> {
+        self.driver.cancel(id).await
     }
 
     /// The store's upkeep under sustained load (PostgreSQL: vacuums the jobs table when dead
@@ -717,6 +921,36 @@ impl Queue {
     /// Calls `wake` whenever a job of this queue may have been enqueued, until `stop`.
     async fn wake_ups(&self, wake: Arc<Notify>, stop: CancellationToken) {
         self.driver.wake_ups(&self.name, wake, stop).await;
+    }
+}
+
+/// A time the statements return as µs since the Unix epoch (negative before it).
+fn from_micros(us: i64) -> SystemTime {
+    let magnitude = Duration::from_micros(us.unsigned_abs());
+    if us >= 0 {
+        SystemTime::UNIX_EPOCH + magnitude
+    } else {
+        SystemTime::UNIX_EPOCH - magnitude
+    }
+}
+
+/// The state a statement reports (`ready`, `scheduled` or a stored state).
+fn reported_state(name: &str) -> Result<JobState> {
+    name.parse().map_err(|_| {
+        Error::config(format!(
+            "the store holds a job in an unknown state {name:?}"
+        ))
+    })
+}
+
+/// The stored name of a finished state, or a typed error for the others.
+fn finished_state(state: JobState) -> Result<&'static str> {
+    if state.is_finished() {
+        Ok(state.as_str())
+    } else {
+        Err(Error::config(format!(
+            "only finished jobs are pruned (done, dead or cancelled), not {state} ones"
+        )))
     }
 }
 

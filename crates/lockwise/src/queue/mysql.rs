@@ -3,7 +3,7 @@
 //! concurrent enqueues). No notifications: workers poll. The SQL is in `sql/mysql/queue/`;
 //! tables `<prefix>_jobs` (prefix `lockwise` by default) in the URL's database.
 
-use std::time::Duration;
+use std::time::{Duration, SystemTime};
 
 use async_trait::async_trait;
 use serde_json::Value;
@@ -12,7 +12,10 @@ use sqlx::{AssertSqlSafe, Connection, Row};
 use tokio::sync::OnceCell;
 
 use super::driver::{ClaimRequest, Driver, FailedAttempt, Insert, insert_all};
-use super::{Claimed, DeadJob, Enqueued, Executor, Job, JobId, Stats};
+use super::{
+    Claimed, DeadJob, Enqueued, Executor, Job, JobId, JobInfo, JobState, Stats, from_micros,
+    reported_state,
+};
 use crate::error::{Error, Result};
 
 /// The default table prefix.
@@ -46,8 +49,12 @@ const REAP: &str = sql!("reap.sql");
 const STATS: &str = sql!("stats.sql");
 const DEAD: &str = sql!("dead.sql");
 const RETRY: &str = sql!("retry.sql");
-const PURGE_DEAD_EVERYWHERE: &str = sql!("purge_dead_everywhere.sql");
 const DELETE_FINISHED: &str = sql!("delete_finished.sql");
+const DELETE_FINISHED_EVERYWHERE: &str = sql!("delete_finished_everywhere.sql");
+const JOB: &str = sql!("job.sql");
+const LIST_WAITING: &str = sql!("list_waiting.sql");
+const LIST_STATE: &str = sql!("list_state.sql");
+const CANCEL: &str = sql!("cancel.sql");
 
 fn micros(d: Duration) -> i64 {
     i64::try_from(d.as_micros()).unwrap_or(i64::MAX)
@@ -162,17 +169,6 @@ impl MysqlDriver {
             tracing::info!(version = 2, "queue tables migrated");
         }
         Ok(())
-    }
-
-    async fn delete_finished(&self, queue: &str, state: &str, older_than: Duration) -> Result<u64> {
-        self.migrate().await?;
-        let deleted = sqlx::query(self.sql(DELETE_FINISHED))
-            .bind(queue)
-            .bind(state)
-            .bind(micros(older_than))
-            .execute(&self.pool)
-            .await?;
-        Ok(deleted.rows_affected())
     }
 }
 
@@ -425,11 +421,12 @@ impl Driver for MysqlDriver {
             .await?;
         let get = |c: &str| row.try_get::<i64, _>(c).map_err(Error::from);
         Ok(Stats {
-            pending: get("pending")?,
+            ready: get("ready")?,
             scheduled: get("scheduled")?,
             running: get("running")?,
             done: get("done")?,
             dead: get("dead")?,
+            cancelled: get("cancelled")?,
         })
     }
 
@@ -463,24 +460,101 @@ impl Driver for MysqlDriver {
         Ok(done.rows_affected() == 1)
     }
 
-    async fn purge_dead(&self, queue: &str, older_than: Duration) -> Result<u64> {
-        self.delete_finished(queue, "dead", older_than).await
-    }
-
-    async fn purge_dead_everywhere(&self, older_than: Duration) -> Result<u64> {
+    async fn delete_finished(
+        &self,
+        queue: Option<&str>,
+        state: &'static str,
+        older_than: Duration,
+    ) -> Result<u64> {
         self.migrate().await?;
-        let deleted = sqlx::query(self.sql(PURGE_DEAD_EVERYWHERE))
-            .bind(micros(older_than))
-            .execute(&self.pool)
-            .await?;
+        let deleted = match queue {
+            Some(queue) => {
+                sqlx::query(self.sql(DELETE_FINISHED))
+                    .bind(queue)
+                    .bind(state)
+                    .bind(micros(older_than))
+                    .execute(&self.pool)
+                    .await?
+            }
+            None => {
+                sqlx::query(self.sql(DELETE_FINISHED_EVERYWHERE))
+                    .bind(state)
+                    .bind(micros(older_than))
+                    .execute(&self.pool)
+                    .await?
+            }
+        };
         Ok(deleted.rows_affected())
     }
 
-    async fn prune_done(&self, queue: &str, older_than: Duration) -> Result<u64> {
-        self.delete_finished(queue, "done", older_than).await
+    async fn job(&self, id: JobId) -> Result<Option<JobInfo>> {
+        self.migrate().await?;
+        let row = sqlx::query(self.sql(JOB))
+            .bind(id.0)
+            .fetch_optional(&self.pool)
+            .await?;
+        row.as_ref().map(job_info).transpose()
+    }
+
+    async fn list(&self, queue: &str, state: JobState, limit: i64) -> Result<Vec<JobInfo>> {
+        self.migrate().await?;
+        let rows = match state {
+            JobState::Ready | JobState::Scheduled => {
+                sqlx::query(self.sql(LIST_WAITING))
+                    .bind(queue)
+                    .bind(state == JobState::Ready)
+                    .bind(limit)
+                    .fetch_all(&self.pool)
+                    .await?
+            }
+            _ => {
+                sqlx::query(self.sql(LIST_STATE))
+                    .bind(queue)
+                    .bind(state.as_str())
+                    .bind(limit)
+                    .fetch_all(&self.pool)
+                    .await?
+            }
+        };
+        rows.iter().map(job_info).collect()
+    }
+
+    async fn cancel(&self, id: JobId) -> Result<bool> {
+        self.migrate().await?;
+        let done = sqlx::query(self.sql(CANCEL))
+            .bind(id.0)
+            .execute(&self.pool)
+            .await?;
+        Ok(done.rows_affected() == 1)
     }
 
     fn mysql_pool(&self) -> Option<&MySqlPool> {
         Some(&self.pool)
     }
+}
+
+/// A row of `job.sql` or `list_*.sql`.
+fn job_info(row: &sqlx::mysql::MySqlRow) -> Result<JobInfo> {
+    let state: String = row.try_get("state")?;
+    let errors: String = row.try_get("errors")?;
+    let time = |column: &str| -> Result<Option<SystemTime>> {
+        Ok(row.try_get::<Option<i64>, _>(column)?.map(from_micros))
+    };
+    Ok(JobInfo {
+        id: JobId(row.try_get("id")?),
+        queue: row.try_get("queue")?,
+        state: reported_state(&state)?,
+        priority: row.try_get("priority")?,
+        attempt: row.try_get("attempt")?,
+        max_attempts: row.try_get("max_attempts")?,
+        key: row.try_get("idempotency_key")?,
+        payload: json(row.try_get("payload")?),
+        worker: row.try_get("worker")?,
+        created_at: time("created_us")?.unwrap_or(SystemTime::UNIX_EPOCH),
+        run_at: time("run_us")?.unwrap_or(SystemTime::UNIX_EPOCH),
+        finished_at: time("finished_us")?,
+        lease_until: time("lease_us")?,
+        last_error: row.try_get("last_error")?,
+        errors: serde_json::from_str(&errors).unwrap_or(Value::Null),
+    })
 }

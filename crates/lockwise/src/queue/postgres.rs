@@ -4,7 +4,7 @@
 //! is in `sql/postgres/queue/`.
 
 use std::sync::Arc;
-use std::time::Duration;
+use std::time::{Duration, SystemTime};
 
 use async_trait::async_trait;
 use sqlx::postgres::{PgConnection, PgListener, PgPool};
@@ -14,7 +14,10 @@ use tokio::time::sleep;
 use tokio_util::sync::CancellationToken;
 
 use super::driver::{ClaimRequest, Driver, FailedAttempt, Insert, insert_all};
-use super::{Claimed, DeadJob, Enqueued, Executor, Job, JobId, Stats};
+use super::{
+    Claimed, DeadJob, Enqueued, Executor, Job, JobId, JobInfo, JobState, Stats, from_micros,
+    reported_state,
+};
 use crate::db::postgres::{ADVISORY_CLASS, Schema};
 use crate::error::{Error, Result};
 
@@ -25,6 +28,7 @@ const VACUUM_DEAD_TUPLES: i64 = 10_000;
 const MIGRATIONS: &[(i32, &str)] = &[
     (1, include_str!("../../sql/postgres/queue/v1.sql")),
     (2, include_str!("../../sql/postgres/queue/v2.sql")),
+    (3, include_str!("../../sql/postgres/queue/v3.sql")),
 ];
 
 /// The newest migration in [`MIGRATIONS`].
@@ -53,8 +57,12 @@ struct Statements {
     stats: String,
     dead: String,
     retry: String,
-    purge_dead_everywhere: String,
     delete_finished: String,
+    delete_finished_everywhere: String,
+    job: String,
+    list_waiting: String,
+    list_state: String,
+    cancel: String,
 }
 
 impl Statements {
@@ -86,8 +94,12 @@ impl Statements {
             stats: sql!("stats.sql"),
             dead: sql!("dead.sql"),
             retry: sql!("retry.sql"),
-            purge_dead_everywhere: sql!("purge_dead_everywhere.sql"),
             delete_finished: sql!("delete_finished.sql"),
+            delete_finished_everywhere: sql!("delete_finished_everywhere.sql"),
+            job: sql!("job.sql"),
+            list_waiting: sql!("list_waiting.sql"),
+            list_state: sql!("list_state.sql"),
+            cancel: sql!("cancel.sql"),
         }
     }
 }
@@ -213,17 +225,6 @@ impl PgDriver {
             .execute(&mut *conn)
             .await?;
         vacuumed.map(|_| true)
-    }
-
-    async fn delete_finished(&self, queue: &str, state: &str, older_than: Duration) -> Result<u64> {
-        self.migrate().await?;
-        let deleted = sqlx::query(q(&self.sql.delete_finished))
-            .bind(queue)
-            .bind(state)
-            .bind(secs(older_than))
-            .execute(&self.pool)
-            .await?;
-        Ok(deleted.rows_affected())
     }
 }
 
@@ -400,11 +401,12 @@ impl Driver for PgDriver {
             .await?;
         let get = |c: &str| row.try_get::<i64, _>(c).map_err(Error::from);
         Ok(Stats {
-            pending: get("pending")?,
+            ready: get("ready")?,
             scheduled: get("scheduled")?,
             running: get("running")?,
             done: get("done")?,
             dead: get("dead")?,
+            cancelled: get("cancelled")?,
         })
     }
 
@@ -437,21 +439,72 @@ impl Driver for PgDriver {
         Ok(done.rows_affected() == 1)
     }
 
-    async fn purge_dead(&self, queue: &str, older_than: Duration) -> Result<u64> {
-        self.delete_finished(queue, "dead", older_than).await
-    }
-
-    async fn purge_dead_everywhere(&self, older_than: Duration) -> Result<u64> {
+    async fn delete_finished(
+        &self,
+        queue: Option<&str>,
+        state: &'static str,
+        older_than: Duration,
+    ) -> Result<u64> {
         self.migrate().await?;
-        let deleted = sqlx::query(q(&self.sql.purge_dead_everywhere))
-            .bind(secs(older_than))
-            .execute(&self.pool)
-            .await?;
+        let deleted = match queue {
+            Some(queue) => {
+                sqlx::query(q(&self.sql.delete_finished))
+                    .bind(queue)
+                    .bind(state)
+                    .bind(secs(older_than))
+                    .execute(&self.pool)
+                    .await?
+            }
+            None => {
+                sqlx::query(q(&self.sql.delete_finished_everywhere))
+                    .bind(state)
+                    .bind(secs(older_than))
+                    .execute(&self.pool)
+                    .await?
+            }
+        };
         Ok(deleted.rows_affected())
     }
 
-    async fn prune_done(&self, queue: &str, older_than: Duration) -> Result<u64> {
-        self.delete_finished(queue, "done", older_than).await
+    async fn job(&self, id: JobId) -> Result<Option<JobInfo>> {
+        self.migrate().await?;
+        let row = sqlx::query(q(&self.sql.job))
+            .bind(id.0)
+            .fetch_optional(&self.pool)
+            .await?;
+        row.as_ref().map(job_info).transpose()
+    }
+
+    async fn list(&self, queue: &str, state: JobState, limit: i64) -> Result<Vec<JobInfo>> {
+        self.migrate().await?;
+        let rows = match state {
+            JobState::Ready | JobState::Scheduled => {
+                sqlx::query(q(&self.sql.list_waiting))
+                    .bind(queue)
+                    .bind(state == JobState::Ready)
+                    .bind(limit)
+                    .fetch_all(&self.pool)
+                    .await?
+            }
+            _ => {
+                sqlx::query(q(&self.sql.list_state))
+                    .bind(queue)
+                    .bind(state.as_str())
+                    .bind(limit)
+                    .fetch_all(&self.pool)
+                    .await?
+            }
+        };
+        rows.iter().map(job_info).collect()
+    }
+
+    async fn cancel(&self, id: JobId) -> Result<bool> {
+        self.migrate().await?;
+        let done = sqlx::query(q(&self.sql.cancel))
+            .bind(id.0)
+            .execute(&self.pool)
+            .await?;
+        Ok(done.rows_affected() == 1)
     }
 
     async fn maintain(&self) -> Result<()> {
@@ -465,6 +518,31 @@ impl Driver for PgDriver {
     fn postgres_pool(&self) -> Option<&PgPool> {
         Some(&self.pool)
     }
+}
+
+/// A row of `job.sql` or `list_*.sql`.
+fn job_info(row: &sqlx::postgres::PgRow) -> Result<JobInfo> {
+    let state: String = row.try_get("state")?;
+    let time = |column: &str| -> Result<Option<SystemTime>> {
+        Ok(row.try_get::<Option<i64>, _>(column)?.map(from_micros))
+    };
+    Ok(JobInfo {
+        id: JobId(row.try_get("id")?),
+        queue: row.try_get("queue")?,
+        state: reported_state(&state)?,
+        priority: row.try_get("priority")?,
+        attempt: row.try_get("attempt")?,
+        max_attempts: row.try_get("max_attempts")?,
+        key: row.try_get("idempotency_key")?,
+        payload: row.try_get("payload")?,
+        worker: row.try_get("worker")?,
+        created_at: time("created_us")?.unwrap_or(SystemTime::UNIX_EPOCH),
+        run_at: time("run_us")?.unwrap_or(SystemTime::UNIX_EPOCH),
+        finished_at: time("finished_us")?,
+        lease_until: time("lease_us")?,
+        last_error: row.try_get("last_error")?,
+        errors: row.try_get("errors")?,
+    })
 }
 
 /// Wakes the claim loop on NOTIFY for `queue`, and once after every reconnect, until `stop`.

@@ -1,4 +1,4 @@
--- Deletes one queue's jobs in a finished state ('done' or 'dead') that finished more than
+-- Deletes one queue's jobs in a finished state ('done', 'dead' or 'cancelled') that finished more than
 -- the given age ago. ? queue, ? state, ? age (µs)
 DELETE FROM {jobs} WHERE queue = ? AND state = ?
    AND finished_at <= NOW(6) - INTERVAL ? MICROSECOND

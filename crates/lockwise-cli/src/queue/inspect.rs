@@ -1,0 +1,229 @@
+//! `lockwise queue show | list | cancel | prune`, and how `stats` and `dead` print: looking at
+//! jobs and cleaning up after them. Text output is for people (control characters escaped, so
+//! a job's payload or error can never drive the terminal); `--json` output is for programs.
+
+use std::borrow::Cow;
+use std::time::{Duration, SystemTime};
+
+use lockwise::queue::{DeadJob, JobId, JobInfo, JobState, Stats};
+use serde_json::{Value, json};
+
+use super::{Conn, Store, open};
+use crate::exit::{self, Failure};
+
+/// `s` on one line, every control character written as an escape (`\n`, `\t`, `\u{1b}`…), so
+/// that stored text cannot move the cursor, clear the screen or forge lines of output.
+pub(super) fn printable(s: &str) -> Cow<'_, str> {
+    if !s.chars().any(char::is_control) {
+        return Cow::Borrowed(s);
+    }
+    Cow::Owned(
+        s.chars()
+            .map(|c| {
+                if c.is_control() {
+                    c.escape_default().to_string()
+                } else {
+                    c.to_string()
+                }
+            })
+            .collect(),
+    )
+}
+
+/// A time as RFC 3339 in UTC with microseconds, as `--json` prints it.
+fn rfc3339(t: SystemTime) -> String {
+    humantime::format_rfc3339_micros(t).to_string()
+}
+
+/// A time as people read it: RFC 3339 in UTC, to the millisecond.
+fn readable(t: Option<SystemTime>) -> String {
+    t.map_or_else(
+        || "-".to_owned(),
+        |t| humantime::format_rfc3339_millis(t).to_string(),
+    )
+}
+
+/// `stats --json`: counts that do not overlap.
+pub(super) fn stats_json(queue: &str, s: &Stats) -> Value {
+    json!({
+        "queue": queue, "ready": s.ready, "scheduled": s.scheduled, "running": s.running,
+        "done": s.done, "dead": s.dead, "cancelled": s.cancelled,
+    })
+}
+
+/// `stats` as text: one state per line.
+pub(super) fn stats_text(s: &Stats) -> String {
+    format!(
+        "ready     {}\nscheduled {}\nrunning   {}\ndone      {}\ndead      {}\ncancelled {}",
+        s.ready, s.scheduled, s.running, s.done, s.dead, s.cancelled
+    )
+}
+
+/// One dead letter as a JSON line (the id a number, as `enqueue --json` prints it).
+pub(super) fn dead_json(job: &DeadJob) -> Value {
+    json!({
+        "id": job.id.0, "payload": job.payload, "attempts": job.attempts,
+        "last_error": job.last_error, "errors": job.errors,
+    })
+}
+
+/// One dead letter as a line of text: id, attempts, last error.
+pub(super) fn dead_text(job: &DeadJob) -> String {
+    format!(
+        "{}\tattempts {}\t{}",
+        job.id,
+        job.attempts,
+        printable(job.last_error.as_deref().unwrap_or_default())
+    )
+}
+
+/// Everything about a job as one JSON object (`show --json`, a line of `list --json`).
+fn job_json(job: &JobInfo) -> Value {
+    json!({
+        "id": job.id.0,
+        "queue": job.queue,
+        "state": job.state.as_str(),
+        "priority": job.priority,
+        "attempt": job.attempt,
+        "max_attempts": job.max_attempts,
+        "key": job.key,
+        "payload": job.payload,
+        "worker": job.worker,
+        "created_at": rfc3339(job.created_at),
+        "run_at": rfc3339(job.run_at),
+        "lease_until": job.lease_until.map(rfc3339),
+        "finished_at": job.finished_at.map(rfc3339),
+        "last_error": job.last_error,
+        "errors": job.errors,
+    })
+}
+
+/// `show` as text: one field per line.
+fn job_text(job: &JobInfo) -> String {
+    let or_dash = |s: Option<&str>| printable(s.unwrap_or("-")).into_owned();
+    format!(
+        "id          {}\nqueue       {}\nstate       {}\nattempt     {} of {}\npriority    {}\n\
+         key         {}\nworker      {}\ncreated_at  {}\nrun_at      {}\nlease_until {}\n\
+         finished_at {}\npayload     {}\nlast_error  {}",
+        job.id,
+        printable(&job.queue),
+        job.state,
+        job.attempt,
+        job.max_attempts,
+        job.priority,
+        or_dash(job.key.as_deref()),
+        or_dash(job.worker.as_deref()),
+        readable(Some(job.created_at)),
+        readable(Some(job.run_at)),
+        readable(job.lease_until),
+        readable(job.finished_at),
+        printable(&job.payload.to_string()),
+        or_dash(job.last_error.as_deref()),
+    )
+}
+
+/// A line of `list`: id, state, attempts, when (due, or finished), key, last error.
+fn job_line(job: &JobInfo) -> String {
+    let when = if job.state.is_finished() {
+        job.finished_at
+    } else {
+        Some(job.run_at)
+    };
+    format!(
+        "{}\t{}\tattempt {}/{}\t{}\t{}\t{}",
+        job.id,
+        job.state,
+        job.attempt,
+        job.max_attempts,
+        readable(when),
+        printable(job.key.as_deref().unwrap_or("-")),
+        printable(job.last_error.as_deref().unwrap_or("")),
+    )
+}
+
+fn no_such(message: String) -> Failure {
+    Failure {
+        code: exit::NO_SUCH_JOB,
+        message,
+    }
+}
+
+/// `queue show JOB`.
+pub(super) async fn show(conn: &Conn, id: i64, as_json: bool) -> Result<(), Failure> {
+    let queue = open(conn, "", 1, Store::Existing).await?;
+    let job = queue
+        .job(JobId(id))
+        .await?
+        .ok_or_else(|| no_such(format!("no job {id} in this store")))?;
+    if as_json {
+        println!("{}", job_json(&job));
+    } else {
+        println!("{}", job_text(&job));
+    }
+    Ok(())
+}
+
+/// `queue list --state S`.
+pub(super) async fn list(
+    conn: &Conn,
+    queue: &str,
+    state: JobState,
+    limit: i64,
+    as_json: bool,
+) -> Result<(), Failure> {
+    let queue = open(conn, queue, 1, Store::Existing).await?;
+    for job in queue.list(state, limit).await? {
+        if as_json {
+            println!("{}", job_json(&job));
+        } else {
+            println!("{}", job_line(&job));
+        }
+    }
+    Ok(())
+}
+
+/// `queue cancel JOB`.
+pub(super) async fn cancel(conn: &Conn, id: i64) -> Result<(), Failure> {
+    let queue = open(conn, "", 1, Store::Existing).await?;
+    if !queue.cancel(JobId(id)).await? {
+        return Err(no_such(format!(
+            "no job {id} to cancel in this store (no such job, or it has finished)"
+        )));
+    }
+    eprintln!("lockwise: cancelled job {id}");
+    Ok(())
+}
+
+/// `queue prune --done/--cancelled --older-than D [--queue Q]`.
+pub(super) async fn prune(
+    conn: &Conn,
+    queue: Option<&str>,
+    states: &[JobState],
+    older_than: Duration,
+) -> Result<(), Failure> {
+    let store = open(conn, queue.unwrap_or(""), 1, Store::Existing).await?;
+    for state in states {
+        let pruned = match queue {
+            Some(_) => store.prune(*state, older_than).await?,
+            None => store.prune_everywhere(*state, older_than).await?,
+        };
+        let jobs = if pruned == 1 { "job" } else { "jobs" };
+        eprintln!("lockwise: pruned {pruned} {state} {jobs}");
+    }
+    Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::printable;
+
+    #[test]
+    fn control_characters_are_escaped_and_text_stays_on_one_line() {
+        assert_eq!(printable("plain text, ünïcode"), "plain text, ünïcode");
+        assert_eq!(
+            printable("a\nb\tc\u{1b}[2Jd\0e\u{7f}"),
+            "a\\nb\\tc\\u{1b}[2Jd\\u{0}e\\u{7f}"
+        );
+        assert!(!printable("x\r\ny").contains(['\r', '\n']));
+    }
+}
