@@ -103,9 +103,14 @@ struct EnqueueArgs {
     /// The payload's text once read (from the argument, stdin or the file).
     #[arg(skip)]
     payload_text: Vec<u8>,
-    /// Idempotency key
+    /// Idempotency key: a second enqueue with the same key in the same queue prints the first
+    /// job's id and adds nothing
     #[arg(long, value_name = "K")]
     key: Option<String>,
+    /// The --key names its job only for this long after it was enqueued; an enqueue after
+    /// that makes a new job [default: for as long as the job exists]
+    #[arg(long, requires = "key", value_parser = duration::parse, value_name = "DURATION")]
+    unique_for: Option<Duration>,
     /// Lower runs first
     #[arg(
         long,
@@ -364,6 +369,9 @@ async fn dispatch(command: QueueCommand) -> Result<u8, Failure> {
             }
             if let Some(delay) = a.delay {
                 job = job.delay(delay);
+            }
+            if let Some(window) = a.unique_for {
+                job = job.unique_for(window);
             }
             // Judged before connecting, so a refused job creates no store either.
             lockwise::queue::check_queue_name(&a.queue)?;

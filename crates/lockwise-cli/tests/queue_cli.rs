@@ -381,6 +381,48 @@ fn jobs_are_shown_listed_cancelled_and_pruned(s: Db) {
     assert_eq!(gone.status.code(), Some(66), "{gone:?}");
 }
 
+/// `enqueue --key K --unique-for D`: a duplicate within the window, a new job after it.
+fn a_key_can_be_unique_for_a_window(s: Db) {
+    let enqueue = || {
+        let out = ok(queue(
+            &s,
+            "enqueue",
+            &[
+                "--queue",
+                "q",
+                "--payload",
+                "{}",
+                "--key",
+                "k",
+                "--unique-for",
+                "300ms",
+                "--json",
+            ],
+        )
+        .output()
+        .unwrap());
+        serde_json::from_str::<serde_json::Value>(out.trim()).unwrap()
+    };
+    let first = enqueue();
+    let again = enqueue();
+    assert_eq!(
+        (&again["id"], &again["duplicate"]),
+        (&first["id"], &serde_json::json!(true))
+    );
+    std::thread::sleep(Duration::from_millis(400));
+    let after = enqueue();
+    assert_ne!(after["id"], first["id"]);
+    assert_eq!(after["duplicate"], false);
+    let no_key = queue(
+        &s,
+        "enqueue",
+        &["--queue", "q", "--payload", "{}", "--unique-for", "1s"],
+    )
+    .output()
+    .unwrap();
+    assert_eq!(no_key.status.code(), Some(64), "{no_key:?}");
+}
+
 /// A handler's error with escape sequences and newlines is printed escaped, on one line, by
 /// `dead`, `list` and `show`: stored text never drives the terminal. `--json` keeps it as is.
 fn text_output_escapes_control_characters(s: Db) {
@@ -445,6 +487,7 @@ on_databases!(
     messages_say_what_happened,
     enqueue_json_says_whether_the_key_was_a_duplicate,
     jobs_are_shown_listed_cancelled_and_pruned,
+    a_key_can_be_unique_for_a_window,
     text_output_escapes_control_characters
 );
 

@@ -124,6 +124,7 @@ pub struct Job {
     delay: Duration,
     max_attempts: i32,
     key: Option<String>,
+    unique_for: Option<Duration>,
 }
 
 impl Job {
@@ -135,6 +136,7 @@ impl Job {
             delay: Duration::ZERO,
             max_attempts: 5,
             key: None,
+            unique_for: None,
         }
     }
 
@@ -142,6 +144,28 @@ impl Job {
     /// returns the first job's id instead.
     pub fn key(mut self, key: impl Into<String>) -> Self {
         self.key = Some(key.into());
+        self
+    }
+
+    /// Makes the idempotency [`key`](Self::key) unique for a window only: this enqueue
+    /// returns the job holding the key if that job was enqueued less than `window` ago, and
+    /// otherwise makes a new job, which takes the key over (the older job keeps it, for
+    /// inspection, but no longer answers to it). Without a window a key names its job until
+    /// the job is pruned. A window without a key is an [`Error::InvalidJob`].
+    ///
+    /// ```no_run
+    /// # async fn demo(queue: lockwise::queue::Queue) -> lockwise::Result<()> {
+    /// use std::time::Duration;
+    /// use lockwise::queue::Job;
+    /// // At most one digest per user per hour, however often it is asked for.
+    /// let digest = Job::new(serde_json::json!({"user": 7}))
+    ///     .key("digest-7")
+    ///     .unique_for(Duration::from_secs(3600));
+    /// queue.enqueue(digest).await?;
+    /// # Ok(()) }
+    /// ```
+    pub fn unique_for(mut self, window: Duration) -> Self {
+        self.unique_for = Some(window);
         self
     }
 
@@ -164,8 +188,9 @@ impl Job {
     }
 
     /// Checks the job the same way for both databases (enqueueing calls it): no NUL character
-    /// in the payload's strings and keys, and a key of 1 to [`MAX_JOB_KEY_LEN`] bytes without
-    /// NUL. Otherwise an [`Error::InvalidJob`].
+    /// in the payload's strings and keys, a key of 1 to [`MAX_JOB_KEY_LEN`] bytes without
+    /// NUL, and no [`unique_for`](Self::unique_for) window without a key. Otherwise an
+    /// [`Error::InvalidJob`].
     ///
     /// ```
     /// use lockwise::queue::Job;
@@ -173,6 +198,7 @@ impl Job {
     /// assert!(Job::new(json!({"to": "a@b.c"})).check().is_ok());
     /// assert!(Job::new(json!({"to": "a\u{0}"})).check().is_err());
     /// assert!(Job::new(json!({})).key("k".repeat(256)).check().is_err());
+    /// assert!(Job::new(json!({})).unique_for(std::time::Duration::from_secs(60)).check().is_err());
     /// ```
     pub fn check(&self) -> Result<()> {
         if holds_nul(&self.payload) {
@@ -190,7 +216,17 @@ impl Job {
                 ),
             });
         }
+        if self.unique_for.is_some() && self.key.is_none() {
+            return Err(Error::InvalidJob {
+                reason: "a uniqueness window (unique_for) needs an idempotency key".to_owned(),
+            });
+        }
         Ok(())
+    }
+
+    /// The key and its window, when the key is unique for a window only.
+    fn windowed_key(&self) -> Option<(&str, Duration)> {
+        Some((self.key.as_deref()?, self.unique_for?))
     }
 }
 

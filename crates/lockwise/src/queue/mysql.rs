@@ -18,6 +18,9 @@ use super::{
 };
 use crate::error::{Error, Result};
 
+/// The column the newest version adds: a table that has it is up to date.
+const LATEST_COLUMN: &str = "released_key";
+
 /// The default table prefix.
 pub(super) const DEFAULT_PREFIX: &str = "lockwise";
 
@@ -29,6 +32,7 @@ macro_rules! sql {
 
 const V1: &str = sql!("v1.sql");
 const V2: &str = sql!("v2.sql");
+const V3: &str = sql!("v3.sql");
 const COLUMN_EXISTS: &str = sql!("column_exists.sql");
 const MIGRATE_LOCK: &str = sql!("migrate_lock.sql");
 const RELEASE_LOCK: &str = sql!("release_lock.sql");
@@ -55,6 +59,7 @@ const JOB: &str = sql!("job.sql");
 const LIST_WAITING: &str = sql!("list_waiting.sql");
 const LIST_STATE: &str = sql!("list_state.sql");
 const CANCEL: &str = sql!("cancel.sql");
+const RELEASE_KEY: &str = sql!("release_key.sql");
 
 fn micros(d: Duration) -> i64 {
     i64::try_from(d.as_micros()).unwrap_or(i64::MAX)
@@ -152,23 +157,34 @@ impl MysqlDriver {
     /// Applies the versions missing (under the migration lock): version 1 creates the table if
     /// it is not there; each later version is applied when the column it adds is missing, so a
     /// migration cut short by a crash (MySQL DDL is not transactional) is finished next time.
+    /// Version 3 adds [`LATEST_COLUMN`].
     async fn apply_migrations(&self, conn: &mut MySqlConnection) -> Result<()> {
-        let has_started = || {
-            sqlx::query_scalar::<_, i64>(COLUMN_EXISTS)
-                .bind(&self.table)
-                .bind("started")
-        };
         // Up to date (the usual case): one read and no DDL, so that a user without CREATE
         // privileges can open a queue an administrator migrated.
-        if has_started().fetch_one(&mut *conn).await? != 0 {
+        if self.has_column(&mut *conn, LATEST_COLUMN).await? {
             return Ok(());
         }
         sqlx::raw_sql(self.sql(V1)).execute(&mut *conn).await?;
-        if has_started().fetch_one(&mut *conn).await? == 0 {
-            sqlx::raw_sql(self.sql(V2)).execute(&mut *conn).await?;
-            tracing::info!(version = 2, "queue tables migrated");
+        for (version, column, ddl) in [(2, "started", V2), (3, LATEST_COLUMN, V3)] {
+            if !self.has_column(&mut *conn, column).await? {
+                sqlx::raw_sql(self.sql(ddl)).execute(&mut *conn).await?;
+                tracing::info!(version, "queue tables migrated");
+            }
         }
         Ok(())
+    }
+
+    /// Whether the jobs table has `column`.
+    async fn has_column<'e, E>(&self, executor: E, column: &str) -> Result<bool>
+    where
+        E: sqlx::Executor<'e, Database = sqlx::MySql>,
+    {
+        let n: i64 = sqlx::query_scalar(COLUMN_EXISTS)
+            .bind(&self.table)
+            .bind(column)
+            .fetch_one(executor)
+            .await?;
+        Ok(n > 0)
     }
 }
 
@@ -181,6 +197,14 @@ impl Insert for MysqlDriver {
     }
 
     async fn insert(&self, conn: &mut MySqlConnection, queue: &str, job: &Job) -> Result<Enqueued> {
+        if let Some((key, window)) = job.windowed_key() {
+            sqlx::query(self.sql(RELEASE_KEY))
+                .bind(queue)
+                .bind(key)
+                .bind(micros(window))
+                .execute(&mut *conn)
+                .await?;
+        }
         for _ in 0..3 {
             let inserted = sqlx::query(self.sql(ENQUEUE))
                 .bind(queue)
@@ -248,15 +272,8 @@ impl Driver for MysqlDriver {
     }
 
     async fn verify_migrated(&self) -> Result<()> {
-        let has = |column: &'static str| {
-            sqlx::query_scalar::<_, i64>(COLUMN_EXISTS)
-                .bind(self.table.clone())
-                .bind(column)
-                .fetch_one(&self.pool)
-        };
-        let exists = has("id").await? > 0;
-        // Version 2 added `started`: the latest version's column.
-        if !exists || has("started").await? == 0 {
+        let exists = self.has_column(&self.pool, "id").await?;
+        if !exists || !self.has_column(&self.pool, LATEST_COLUMN).await? {
             return Err(Error::NotMigrated {
                 store: format!("table {:?}", self.table),
                 outdated: exists,

@@ -63,6 +63,7 @@ struct Statements {
     list_waiting: String,
     list_state: String,
     cancel: String,
+    release_key: String,
 }
 
 impl Statements {
@@ -100,6 +101,7 @@ impl Statements {
             list_waiting: sql!("list_waiting.sql"),
             list_state: sql!("list_state.sql"),
             cancel: sql!("cancel.sql"),
+            release_key: sql!("release_key.sql"),
         }
     }
 }
@@ -237,6 +239,14 @@ impl Insert for PgDriver {
     }
 
     async fn insert(&self, conn: &mut PgConnection, queue: &str, job: &Job) -> Result<Enqueued> {
+        if let Some((key, window)) = job.windowed_key() {
+            sqlx::query(q(&self.sql.release_key))
+                .bind(queue)
+                .bind(key)
+                .bind(secs(window))
+                .execute(&mut *conn)
+                .await?;
+        }
         for _ in 0..3 {
             let row: Option<(i64, bool)> = sqlx::query_as(q(&self.sql.enqueue))
                 .bind(queue)

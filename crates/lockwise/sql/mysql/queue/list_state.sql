@@ -4,7 +4,8 @@ SELECT CAST(id AS SIGNED) AS id, queue,
        CASE WHEN state = 'available' AND run_at > NOW(6) THEN 'scheduled'
             WHEN state = 'available' THEN 'ready'
             ELSE state END AS state,
-       priority, attempt, max_attempts, idempotency_key, payload, worker, last_error,
+       priority, attempt, max_attempts, COALESCE(idempotency_key, released_key) AS idempotency_key,
+       payload, worker, last_error,
        COALESCE(errors, '[]') AS errors,
        CAST(UNIX_TIMESTAMP(created_at) * 1000000 AS SIGNED) AS created_us,
        CAST(UNIX_TIMESTAMP(run_at) * 1000000 AS SIGNED) AS run_us,

@@ -3,7 +3,8 @@ SELECT id, queue,
        CASE WHEN state = 'available' AND run_at > now() THEN 'scheduled'
             WHEN state = 'available' THEN 'ready'
             ELSE state END AS state,
-       priority, attempt, max_attempts, idempotency_key, payload, worker, last_error, errors,
+       priority, attempt, max_attempts, COALESCE(idempotency_key, released_key) AS idempotency_key,
+       payload, worker, last_error, errors,
        (extract(epoch FROM created_at) * 1000000)::bigint AS created_us,
        (extract(epoch FROM run_at) * 1000000)::bigint AS run_us,
        (extract(epoch FROM finished_at) * 1000000)::bigint AS finished_us,

@@ -7,3 +7,7 @@ ALTER TABLE {schema}.jobs ADD CONSTRAINT jobs_state_check
 DROP INDEX {schema}.jobs_finished;
 CREATE INDEX jobs_finished ON {schema}.jobs (queue, state, finished_at)
     WHERE state IN ('done', 'dead', 'cancelled');
+-- An idempotency key may be unique for a window only (Job::unique_for): a job enqueued with
+-- the key after the window releases it from the older job, which keeps it here for
+-- inspection. The unique index is unchanged, so workers of version 2 still enqueue.
+ALTER TABLE {schema}.jobs ADD COLUMN released_key text;
