@@ -15,6 +15,15 @@ pub(crate) fn parse(s: &str) -> Result<Duration, String> {
     Ok(d)
 }
 
+/// Parses a duration that must not be zero (a poll interval).
+pub(crate) fn parse_positive(s: &str) -> Result<Duration, String> {
+    let d = parse(s)?;
+    if d.is_zero() {
+        return Err(format!("must be more than 0s, not {s}"));
+    }
+    Ok(d)
+}
+
 /// Parses a lease: a duration of at least 1 s (shorter ones would expire between heartbeats).
 pub(crate) fn parse_lease(s: &str) -> Result<Duration, String> {
     let d = parse(s)?;

@@ -191,10 +191,13 @@ fn man(command: Option<&str>) -> ExitCode {
 
 /// Diagnostics go to stderr only; `LOCKWISE_LOG` sets the filter (default `warn`, with sqlx's
 /// slow-statement notices and the library's own "lock lost" warning left out: the commands
-/// report a database that does not answer, and a lost lock, once, themselves).
+/// report a database that does not answer, and a lost lock, once, themselves; plus the queue
+/// worker's one info line per job, which only `queue work` writes).
 fn init_tracing() {
     let filter = tracing_subscriber::EnvFilter::try_from_env("LOCKWISE_LOG").unwrap_or_else(|_| {
-        tracing_subscriber::EnvFilter::new("warn,sqlx::query=error,lockwise::guard=error")
+        tracing_subscriber::EnvFilter::new(
+            "warn,sqlx::query=error,lockwise::guard=error,lockwise::queue::worker=info",
+        )
     });
     use std::io::IsTerminal;
     tracing_subscriber::fmt()

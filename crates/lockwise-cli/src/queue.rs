@@ -22,7 +22,7 @@ mod inspect;
 
 const EXIT_CODES: &str = "\
 Exit codes:
-  0         done (work: stopped by SIGTERM/SIGINT)
+  0         done (work: stopped by SIGTERM/SIGINT, or the queue drained with --once)
   64        usage error: arguments, duration, URL, --payload not JSON or unreadable, an invalid
             job (NUL, queue name or key length); stats/dead/show/list/retry/cancel/purge/prune
             on a store that was never migrated (they create nothing)
@@ -52,7 +52,8 @@ enum QueueCommand {
     /// LOCKWISE_JOB_ID, LOCKWISE_JOB_ATTEMPT, LOCKWISE_QUEUE, LOCKWISE_URL and LOCKWISE_SCHEMA
     /// in its environment, so `lockwise queue enqueue` in CMD adds follow-up jobs to the same
     /// store. The tail of a failed CMD's stderr is stored as the attempt's error. A CMD that is
-    /// not found (exit 127) or not executable (126) stops work before any claim.
+    /// not found (exit 127) or not executable (126) stops work before any claim. One line per
+    /// job goes to stderr (id, queue, attempt, outcome, duration); LOCKWISE_LOG=warn hides it.
     Work(WorkArgs),
     /// Count jobs by state: ready, scheduled, running, done, dead, cancelled (creates nothing)
     Stats(StatsArgs),
@@ -153,6 +154,14 @@ struct WorkArgs {
     /// After SIGTERM/SIGINT, how long running jobs may finish before they are handed back
     #[arg(long, default_value = "30s", value_parser = duration::parse, value_name = "DURATION")]
     grace: Duration,
+    /// How often an idle worker looks for jobs; on MariaDB/MySQL (no notifications), how soon
+    /// it sees a new one
+    #[arg(long, default_value = "1s", value_parser = duration::parse_positive, value_name = "DURATION")]
+    poll_interval: Duration,
+    /// Drain the queue, then exit 0: stop claiming once a claim finds no ready job while no
+    /// handler runs (jobs not ready yet, delayed or waiting to retry, do not keep it running)
+    #[arg(long)]
+    once: bool,
     /// The handler and its arguments
     #[arg(last = true, required = true, value_name = "CMD")]
     command: Vec<OsString>,
@@ -476,7 +485,9 @@ async fn work(a: WorkArgs) -> Result<u8, Failure> {
         .concurrency(usize::from(a.concurrency))
         .batch(usize::from(a.batch))
         .lease(a.lease)
-        .grace(a.grace);
+        .grace(a.grace)
+        .poll_interval(a.poll_interval)
+        .until_idle(a.once);
     if let Some(limit) = a.timeout {
         worker = worker.timeout(limit);
     }

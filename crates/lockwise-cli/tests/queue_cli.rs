@@ -488,7 +488,10 @@ on_databases!(
     enqueue_json_says_whether_the_key_was_a_duplicate,
     jobs_are_shown_listed_cancelled_and_pruned,
     a_key_can_be_unique_for_a_window,
-    text_output_escapes_control_characters
+    text_output_escapes_control_characters,
+    work_once_drains_the_queue_and_exits_0,
+    work_logs_one_line_per_job,
+    poll_interval_bounds_how_soon_an_idle_worker_sees_a_job
 );
 
 #[test]
@@ -919,4 +922,165 @@ fn enqueue_json_says_whether_the_key_was_a_duplicate(s: Db) {
     let keyless = enqueue(&[]);
     assert_eq!(keyless["duplicate"], false);
     assert_eq!(stats(&s)["ready"], 3);
+}
+
+/// The `job ended` lines of a worker's stderr, as `(id, outcome)`.
+fn job_lines(stderr: &str) -> Vec<(String, String)> {
+    let field = |line: &str, name: &str| {
+        line.split_whitespace()
+            .find_map(|w| w.strip_prefix(&format!("{name}=")))
+            .map(|v| v.trim_matches('"').to_owned())
+            .unwrap_or_else(|| panic!("no {name} in {line:?}"))
+    };
+    stderr
+        .lines()
+        .filter(|l| l.contains("job ended"))
+        .map(|l| (field(l, "id"), field(l, "outcome")))
+        .collect()
+}
+
+/// `work --once` drains the queue and exits 0 by itself: the three ready jobs are done, and a
+/// delayed job (not ready) neither runs nor keeps the worker waiting.
+fn work_once_drains_the_queue_and_exits_0(s: Db) {
+    for _ in 0..3 {
+        ok(queue(&s, "enqueue", &["--queue", "q", "--payload", "{}"])
+            .output()
+            .unwrap());
+    }
+    ok(queue(
+        &s,
+        "enqueue",
+        &["--queue", "q", "--payload", "{}", "--delay", "1h"],
+    )
+    .output()
+    .unwrap());
+    let started = Instant::now();
+    let mut worker = queue(
+        &s,
+        "work",
+        &["--queue", "q", "--once", "--concurrency", "2", "--", "true"],
+    )
+    .stderr(Stdio::piped())
+    .spawn()
+    .unwrap();
+    let out = exit_within(&mut worker, Duration::from_secs(20)).expect("work --once kept running");
+    println!(
+        "work --once drained 3 jobs in {} ms",
+        started.elapsed().as_millis()
+    );
+    assert_eq!(out.status.code(), Some(0), "{out:?}");
+    let st = stats(&s);
+    assert_eq!(
+        (
+            st["done"].as_i64(),
+            st["pending"].as_i64(),
+            st["scheduled"].as_i64(),
+            st["running"].as_i64()
+        ),
+        (Some(3), Some(1), Some(1), Some(0)),
+        "{st}"
+    );
+    // An empty queue: exits at once.
+    let mut idle = queue(&s, "work", &["--queue", "empty", "--once", "--", "true"])
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let out = exit_within(&mut idle, Duration::from_secs(10)).expect("work --once kept running");
+    assert_eq!(out.status.code(), Some(0), "{out:?}");
+}
+
+/// A worker writes exactly one `job ended` line per job to stderr by default, with its id,
+/// queue, attempt, outcome and duration, and nothing else at info level.
+fn work_logs_one_line_per_job(s: Db) {
+    let mut ids = Vec::new();
+    for payload in [r#"{"fail":false}"#, r#"{"fail":true}"#, r#"{"fail":false}"#] {
+        let id = ok(queue(
+            &s,
+            "enqueue",
+            &["--queue", "q", "--payload", payload, "--max-attempts", "1"],
+        )
+        .output()
+        .unwrap());
+        ids.push(id.trim().to_owned());
+    }
+    let mut worker = queue(
+        &s,
+        "work",
+        &[
+            "--queue",
+            "q",
+            "--once",
+            "--",
+            "sh",
+            "-c",
+            r#"read -r x; case "$x" in *true*) exit 1;; esac"#,
+        ],
+    )
+    .env_remove("LOCKWISE_LOG")
+    .stderr(Stdio::piped())
+    .spawn()
+    .unwrap();
+    let out = exit_within(&mut worker, Duration::from_secs(20)).expect("work --once kept running");
+    assert_eq!(out.status.code(), Some(0), "{out:?}");
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    let mut lines = job_lines(&stderr);
+    lines.sort();
+    let mut expected = vec![
+        (ids[0].clone(), "done".to_owned()),
+        (ids[1].clone(), "failed".to_owned()),
+        (ids[2].clone(), "done".to_owned()),
+    ];
+    expected.sort();
+    assert_eq!(lines, expected, "{stderr}");
+    for line in stderr.lines().filter(|l| l.contains("job ended")) {
+        assert!(
+            line.contains("queue=q") && line.contains("attempt=1") && line.contains(" ms="),
+            "{line}"
+        );
+    }
+    let info = stderr.lines().filter(|l| l.contains(" INFO ")).count();
+    assert_eq!(info, 3, "no other info line: {stderr}");
+}
+
+/// `--poll-interval 100ms`: a job enqueued while the worker idles starts within 400 ms, also
+/// on MariaDB, which has no notifications (the default poll is 1 s).
+fn poll_interval_bounds_how_soon_an_idle_worker_sees_a_job(s: Db) {
+    ok(queue(&s, "migrate", &[]).output().unwrap());
+    let dir = tempfile::tempdir().unwrap();
+    let mark = dir.path().join("mark");
+    let script = format!("touch {}", mark.display());
+    let mut worker = queue(
+        &s,
+        "work",
+        &[
+            "--queue",
+            "q",
+            "--poll-interval",
+            "100ms",
+            "--",
+            "sh",
+            "-c",
+            &script,
+        ],
+    )
+    .stderr(Stdio::null())
+    .spawn()
+    .unwrap();
+    std::thread::sleep(Duration::from_millis(1500)); // connected, migrated, idle
+    ok(queue(&s, "enqueue", &["--queue", "q", "--payload", "{}"])
+        .output()
+        .unwrap());
+    let enqueued = Instant::now();
+    while !mark.exists() && enqueued.elapsed() < Duration::from_secs(5) {
+        std::thread::sleep(Duration::from_millis(5));
+    }
+    let took = enqueued.elapsed();
+    worker.kill().unwrap();
+    worker.wait().unwrap();
+    println!(
+        "the handler started {} ms after the enqueue",
+        took.as_millis()
+    );
+    assert!(mark.exists(), "the job never ran");
+    assert!(took < Duration::from_millis(400), "{took:?}");
 }

@@ -25,6 +25,9 @@ use crate::options::Retry;
 /// One handler in flight.
 struct RunningJob {
     attempt: i32,
+    /// The job's queue, and when its handler started: for the log line of a job handed back.
+    queue: String,
+    started: Instant,
     task: AbortHandle,
     /// The job's local deadline (see [`Worker`]): moved forward by successful heartbeats,
     /// watched by the execution, which cancels the handler when it passes.
@@ -142,12 +145,15 @@ pub struct Worker {
     poll: Duration,
     grace: Duration,
     retry: Retry,
+    until_idle: bool,
 }
 
 /// How one execution ended.
 enum Outcome {
     Done,
     Failed(String),
+    /// Stopped at the execution timeout: a failed attempt.
+    TimedOut(Duration),
     /// Cancelled at the job's local deadline: neither done nor failed.
     LeaseLost,
 }
@@ -155,7 +161,17 @@ enum Outcome {
 struct Finished {
     id: JobId,
     attempt: i32,
+    queue: String,
+    /// How long the handler ran.
+    took: Duration,
     outcome: Outcome,
+}
+
+/// The one log line per job (at info level, target `lockwise::queue::worker`): its id,
+/// queue, attempt, how it ended and how long its handler ran.
+fn log_job(id: JobId, queue: &str, attempt: i32, outcome: &str, took: Duration) {
+    let ms = u64::try_from(took.as_millis()).unwrap_or(u64::MAX);
+    tracing::info!(%id, %queue, attempt, %outcome, ms, "job ended");
 }
 
 impl Worker {
@@ -178,6 +194,7 @@ impl Worker {
             poll: Duration::from_secs(1),
             grace: Duration::from_secs(30),
             retry: Retry::exponential(Duration::from_secs(1), Duration::from_secs(3600)),
+            until_idle: false,
         }
     }
 
@@ -207,9 +224,35 @@ impl Worker {
         self
     }
 
-    /// How often to look for jobs when no notification arrives.
+    /// How often to look for jobs when no notification arrives (at least 1 ms). On
+    /// MariaDB/MySQL, which has no notifications, it is how soon an idle worker sees a new
+    /// job.
     pub fn poll_interval(mut self, every: Duration) -> Self {
-        self.poll = every;
+        self.poll = every.max(Duration::from_millis(1));
+        self
+    }
+
+    /// With `true`, [`run`](Self::run) drains the queue and returns by itself (as
+    /// graphile-worker's `--once`): once a claim made while no handler runs finds no ready
+    /// job, it stops claiming and returns, as after a shutdown. Jobs not ready yet (delayed,
+    /// or waiting for a retry) do not keep it running; a failed attempt is retried only if
+    /// its retry is due before the worker runs out of work. `shutdown` still stops it
+    /// earlier. Default `false`: run until `shutdown`.
+    ///
+    /// ```no_run
+    /// # async fn demo(queue: lockwise::queue::Queue) -> lockwise::Result<()> {
+    /// use lockwise::queue::Worker;
+    /// use tokio_util::sync::CancellationToken;
+    ///
+    /// let report = Worker::new(queue)
+    ///     .until_idle(true)
+    ///     .run(|job| async move { println!("{}", job.payload); Ok::<_, String>(()) }, CancellationToken::new())
+    ///     .await?;
+    /// println!("drained: {} done, {} failed", report.done, report.failed);
+    /// # Ok(()) }
+    /// ```
+    pub fn until_idle(mut self, until_idle: bool) -> Self {
+        self.until_idle = until_idle;
         self
     }
 
@@ -294,6 +337,11 @@ impl Worker {
             }
             let free = slots.available_permits().min(self.batch);
             let mut claimed_full = false;
+            // Whether no handler runs as this claim leaves (for `until_idle`).
+            let idle = running
+                .lock()
+                .unwrap_or_else(PoisonError::into_inner)
+                .is_empty();
             if free > 0 || !acks.is_empty() {
                 // The jobs' deadline counts from this instant, before the request leaves.
                 let sent = Instant::now();
@@ -308,6 +356,9 @@ impl Worker {
                 let jobs = match claimed {
                     Ok(Ok(jobs)) => {
                         acks.clear();
+                        if self.until_idle && idle && free > 0 && jobs.is_empty() {
+                            break; // drained
+                        }
                         jobs
                     }
                     Ok(Err(error)) => {
@@ -330,11 +381,12 @@ impl Worker {
                         break; // cannot happen: we claimed at most the free slots
                     };
                     let (deadline_tx, deadline_rx) = watch::channel(deadline);
+                    let queue = self.queue.name().to_owned();
                     let ctx = JobContext {
                         id: job.id,
                         attempt: job.attempt,
                         max_attempts: job.max_attempts,
-                        queue: self.queue.name().to_owned(),
+                        queue: queue.clone(),
                         payload: job.payload,
                         deadline: deadline_rx.clone(),
                     };
@@ -353,6 +405,8 @@ impl Worker {
                             job.id,
                             RunningJob {
                                 attempt: job.attempt,
+                                queue,
+                                started: Instant::now(),
                                 task,
                                 deadline: deadline_tx,
                             },
@@ -382,6 +436,10 @@ impl Worker {
                 _ => break,
             }
         }
+        // Executions that ended as the grace ran out: booked, not handed back.
+        while let Ok(f) = finished_rx.try_recv() {
+            self.settle(f, &running, &mut acks, &mut report).await;
+        }
         if !acks.is_empty()
             && let Err(error) = self.queue.complete(&acks).await
         {
@@ -393,6 +451,13 @@ impl Worker {
                 .drain()
                 .map(|(id, job)| {
                     job.task.abort();
+                    log_job(
+                        id,
+                        &job.queue,
+                        job.attempt,
+                        "handed back",
+                        job.started.elapsed(),
+                    );
                     (id, job.attempt)
                 })
                 .collect()
@@ -455,26 +520,33 @@ impl Worker {
                 running.remove(&f.id);
             }
         }
-        match f.outcome {
-            Outcome::LeaseLost => report.lease_lost += 1,
+        let log = |outcome: &str| log_job(f.id, &f.queue, f.attempt, outcome, f.took);
+        let (outcome, error) = match f.outcome {
+            Outcome::LeaseLost => {
+                log("lease lost");
+                report.lease_lost += 1;
+                return;
+            }
             Outcome::Done => {
+                log("done");
                 acks.push((f.id, f.attempt));
                 report.done += 1;
+                return;
             }
-            Outcome::Failed(error) => {
-                report.failed += 1;
-                let delay = self.retry_delay(f.attempt);
-                match self.queue.fail(f.id, f.attempt, &error, delay, false).await {
-                    Ok(true) => {
-                        tracing::info!(id = %f.id, attempt = f.attempt, %error, "job failed")
-                    }
-                    Ok(false) => {
-                        tracing::warn!(id = %f.id, attempt = f.attempt, "failure not recorded: the job was rescued meanwhile")
-                    }
-                    Err(e) => {
-                        tracing::warn!(id = %f.id, error = %e, "recording a failure failed; the reaper will retry the job")
-                    }
-                }
+            Outcome::TimedOut(limit) => ("timed out", format!("timed out after {limit:?}")),
+            Outcome::Failed(error) => ("failed", error),
+        };
+        let ms = u64::try_from(f.took.as_millis()).unwrap_or(u64::MAX);
+        tracing::info!(id = %f.id, queue = %f.queue, attempt = f.attempt, %outcome, ms, %error, "job ended");
+        report.failed += 1;
+        let delay = self.retry_delay(f.attempt);
+        match self.queue.fail(f.id, f.attempt, &error, delay, false).await {
+            Ok(true) => {}
+            Ok(false) => {
+                tracing::warn!(id = %f.id, attempt = f.attempt, "failure not recorded: the job was rescued meanwhile")
+            }
+            Err(e) => {
+                tracing::warn!(id = %f.id, error = %e, "recording a failure failed; the reaper will retry the job")
             }
         }
     }
@@ -495,7 +567,8 @@ where
     Fut: Future<Output = std::result::Result<(), E>> + Send + 'static,
     E: Display + Send + 'static,
 {
-    let (id, attempt) = (ctx.id, ctx.attempt);
+    let (id, attempt, queue) = (ctx.id, ctx.attempt, ctx.queue.clone());
+    let started = Instant::now();
     let mut inner = tokio::spawn(handler(ctx));
     let abort = inner.abort_handle();
     let stop = inner.abort_handle();
@@ -517,7 +590,7 @@ where
                 () = sleep_until(limit_at.unwrap_or(lease_ends)), if limit_at.is_some_and(|at| at < lease_ends) => {
                     stop.abort();
                     let _ = (&mut inner).await;
-                    break Outcome::Failed(format!("timed out after {:?}", limit.unwrap_or_default()));
+                    break Outcome::TimedOut(limit.unwrap_or_default());
                 }
                 () = sleep_until(lease_ends) => {
                     if *deadline.borrow() > Instant::now() {
@@ -543,6 +616,8 @@ where
         let _ = finished.send(Finished {
             id,
             attempt,
+            queue,
+            took: started.elapsed(),
             outcome,
         });
     });
