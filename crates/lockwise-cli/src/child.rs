@@ -126,7 +126,9 @@ pub(crate) struct SuperviseArgs {
     /// For `lockwise run`, which forwards SIGINT, SIGTERM, SIGHUP and SIGQUIT to the whole
     /// group: those are for the command and ignored here. Only the death of the parent ends
     /// the group: SIGTERM at once, SIGKILL `--kill-after` later (shorter than what is left of
-    /// the lease). Without it, SIGTERM kills the group at once (the queue worker's stop).
+    /// the lease). Without it (the queue worker), a SIGTERM while the parent lives was sent
+    /// to the whole group, the command included, and is the command's to answer: this
+    /// process waits on; after the parent's death it kills the group at once.
     #[arg(long)]
     forwarded: bool,
     /// With `--forwarded`: the group has the terminal's foreground, so Ctrl-C reaches it
@@ -214,6 +216,9 @@ pub(crate) async fn supervise(args: SuperviseArgs) -> u8 {
             }
             _ = term.recv() => {
                 if !args.forwarded {
+                    if nix::unistd::getppid() == parent {
+                        continue; // the worker's request to stop, sent to the command too
+                    }
                     let _ = killpg(group, Signal::SIGKILL);
                     return 128 + Signal::SIGTERM as u8;
                 }

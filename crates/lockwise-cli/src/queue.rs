@@ -154,6 +154,11 @@ struct WorkArgs {
     /// After SIGTERM/SIGINT, how long running jobs may finish before they are handed back
     #[arg(long, default_value = "30s", value_parser = duration::parse, value_name = "DURATION")]
     grace: Duration,
+    /// A job asked to stop (at --timeout, at the end of --grace, or when its lease is about
+    /// to run out unrenewed) gets SIGTERM, then SIGKILL this much later if still running (at
+    /// its lease's end at the latest)
+    #[arg(long, default_value = "5s", value_parser = duration::parse, value_name = "DURATION")]
+    kill_after: Duration,
     /// How often an idle worker looks for jobs; on MariaDB/MySQL (no notifications), how soon
     /// it sees a new one
     #[arg(long, default_value = "1s", value_parser = duration::parse_positive, value_name = "DURATION")]
@@ -487,6 +492,7 @@ async fn work(a: WorkArgs) -> Result<u8, Failure> {
         .lease(a.lease)
         .grace(a.grace)
         .poll_interval(a.poll_interval)
+        .kill_after(a.kill_after)
         .until_idle(a.once);
     if let Some(limit) = a.timeout {
         worker = worker.timeout(limit);
@@ -576,12 +582,11 @@ async fn handle(handler: &Handler, job: JobContext) -> Result<(), String> {
     let mut child = cmd
         .spawn()
         .map_err(|e| format!("cannot start the handler: {e}"))?;
-    let _group = Group(
-        child
-            .id()
-            .and_then(|id| i32::try_from(id).ok())
-            .map(Pid::from_raw),
-    );
+    let group = child
+        .id()
+        .and_then(|id| i32::try_from(id).ok())
+        .map(Pid::from_raw);
+    let _group = Group(group);
     let stdin = child.stdin.take();
     // One line of JSON (JSON Lines): `read` in a shell handler needs the newline.
     let payload = format!("{}\n", job.payload);
@@ -594,8 +599,9 @@ async fn handle(handler: &Handler, job: JobContext) -> Result<(), String> {
         }
     };
     let mut tail = Vec::new();
+    let stderr = child.stderr.take();
     let drain = async {
-        let Some(mut stderr) = child.stderr.take() else {
+        let Some(mut stderr) = stderr else {
             return;
         };
         let mut buf = [0u8; 4096];
@@ -612,11 +618,26 @@ async fn handle(handler: &Handler, job: JobContext) -> Result<(), String> {
             }
         }
     };
-    tokio::join!(feed, drain);
-    let status = child
-        .wait()
-        .await
-        .map_err(|e| format!("lost the handler: {e}"))?;
+    let status = {
+        let run = async {
+            tokio::join!(feed, drain);
+            child.wait().await
+        };
+        tokio::pin!(run);
+        tokio::select! {
+            status = &mut run => status,
+            () = job.stop_requested() => {
+                // Asked to stop: SIGTERM to the whole group (the command, and `lockwise
+                // supervise`, which leaves it to the command), then wait on; dropping this
+                // future SIGKILLs the group (`Group`).
+                if let Some(group) = group {
+                    let _ = killpg(group, Signal::SIGTERM);
+                }
+                run.await
+            }
+        }
+    }
+    .map_err(|e| format!("lost the handler: {e}"))?;
     if status.success() {
         return Ok(());
     }

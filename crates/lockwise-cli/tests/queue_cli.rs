@@ -491,7 +491,10 @@ on_databases!(
     text_output_escapes_control_characters,
     work_once_drains_the_queue_and_exits_0,
     work_logs_one_line_per_job,
-    poll_interval_bounds_how_soon_an_idle_worker_sees_a_job
+    poll_interval_bounds_how_soon_an_idle_worker_sees_a_job,
+    a_timed_out_handler_gets_sigterm_and_its_attempt_fails,
+    a_handler_that_ignores_sigterm_is_killed_after_kill_after,
+    at_the_end_of_the_grace_a_handler_gets_sigterm_and_its_job_is_handed_back
 );
 
 #[test]
@@ -1083,4 +1086,214 @@ fn poll_interval_bounds_how_soon_an_idle_worker_sees_a_job(s: Db) {
     );
     assert!(mark.exists(), "the job never ran");
     assert!(took < Duration::from_millis(400), "{took:?}");
+}
+
+/// The `ms=` of a worker's one `job ended` line.
+fn job_ms(stderr: &str) -> u64 {
+    let lines: Vec<&str> = stderr.lines().filter(|l| l.contains("job ended")).collect();
+    assert_eq!(lines.len(), 1, "{stderr}");
+    lines[0]
+        .split_whitespace()
+        .find_map(|w| w.strip_prefix("ms="))
+        .and_then(|ms| ms.parse().ok())
+        .unwrap_or_else(|| panic!("no ms= in {stderr}"))
+}
+
+/// How long after `from` the file `path` was last written.
+fn written_after(path: &std::path::Path, from: std::time::SystemTime) -> Duration {
+    let at = std::fs::metadata(path).unwrap().modified().unwrap();
+    at.duration_since(from).unwrap_or_default()
+}
+
+/// `--timeout 1s --kill-after 5s`: at the limit the handler's process group gets SIGTERM
+/// (through `lockwise supervise`, which leaves it to the command), the command's trap runs,
+/// and the attempt is recorded as timed out whatever the command then exits with.
+fn a_timed_out_handler_gets_sigterm_and_its_attempt_fails(s: Db) {
+    ok(queue(
+        &s,
+        "enqueue",
+        &["--queue", "q", "--payload", "{}", "--max-attempts", "1"],
+    )
+    .output()
+    .unwrap());
+    let dir = tempfile::tempdir().unwrap();
+    let (started, mark) = (dir.path().join("started"), dir.path().join("term"));
+    let script = format!(
+        "touch {started}; trap 'echo term > {mark}; exit 3' TERM; sleep 30 & wait",
+        started = started.display(),
+        mark = mark.display()
+    );
+    let mut worker = queue(
+        &s,
+        "work",
+        &[
+            "--queue",
+            "q",
+            "--once",
+            "--timeout",
+            "1s",
+            "--kill-after",
+            "5s",
+            "--",
+            "sh",
+            "-c",
+            &script,
+        ],
+    )
+    .stderr(Stdio::piped())
+    .spawn()
+    .unwrap();
+    let out = exit_within(&mut worker, Duration::from_secs(20)).expect("work --once kept running");
+    assert_eq!(out.status.code(), Some(0), "{out:?}");
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    let start = std::fs::metadata(&started).unwrap().modified().unwrap();
+    let term = written_after(&mark, start);
+    let ms = job_ms(&stderr);
+    println!(
+        "timeout 1s: SIGTERM handled {} ms after the start; job ended after {ms} ms",
+        term.as_millis()
+    );
+    assert!(
+        term >= Duration::from_millis(900) && term < Duration::from_millis(1500),
+        "{term:?}"
+    );
+    assert!((1000..1500).contains(&ms), "{stderr}");
+    assert!(stderr.contains("outcome=timed out"), "{stderr}");
+    let dead = ok(queue(&s, "dead", &["--queue", "q", "--json"])
+        .output()
+        .unwrap());
+    let dead: serde_json::Value = serde_json::from_str(dead.lines().next().unwrap()).unwrap();
+    assert_eq!(dead["last_error"], "timed out after 1s", "{dead}");
+}
+
+/// A handler that ignores SIGTERM is killed (SIGKILL to its process group) `--kill-after`
+/// after the timeout: its whole tree is gone, and not before.
+fn a_handler_that_ignores_sigterm_is_killed_after_kill_after(s: Db) {
+    ok(queue(
+        &s,
+        "enqueue",
+        &["--queue", "q", "--payload", "{}", "--max-attempts", "1"],
+    )
+    .output()
+    .unwrap());
+    let dir = tempfile::tempdir().unwrap();
+    let pid = dir.path().join("pid");
+    let script = format!(
+        "trap '' TERM; sleep 30 & echo $! > {pid}; wait",
+        pid = pid.display()
+    );
+    let mut worker = queue(
+        &s,
+        "work",
+        &[
+            "--queue",
+            "q",
+            "--once",
+            "--timeout",
+            "1s",
+            "--kill-after",
+            "2s",
+            "--",
+            "sh",
+            "-c",
+            &script,
+        ],
+    )
+    .stderr(Stdio::piped())
+    .spawn()
+    .unwrap();
+    let out = exit_within(&mut worker, Duration::from_secs(20)).expect("work --once kept running");
+    assert_eq!(out.status.code(), Some(0), "{out:?}");
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    let ms = job_ms(&stderr);
+    println!("timeout 1s, kill-after 2s: handler killed, job ended after {ms} ms");
+    assert!((3000..4500).contains(&ms), "{stderr}");
+    assert!(stderr.contains("outcome=timed out"), "{stderr}");
+    let sleeper = std::fs::read_to_string(&pid).unwrap();
+    let stat = format!("/proc/{}/stat", sleeper.trim());
+    wait_for(
+        "the handler's tree to be gone",
+        Duration::from_secs(2),
+        || std::fs::read_to_string(&stat).map_or(true, |st| st.contains(") Z")),
+    );
+    assert_eq!(stats(&s)["dead"], 1);
+}
+
+/// SIGTERM to the worker with `--grace 1s`: the running handler is asked to stop (SIGTERM)
+/// when the grace ends, exits, and its job is handed back, its attempt not spent.
+fn at_the_end_of_the_grace_a_handler_gets_sigterm_and_its_job_is_handed_back(s: Db) {
+    ok(queue(
+        &s,
+        "enqueue",
+        &["--queue", "q", "--payload", "{}", "--max-attempts", "1"],
+    )
+    .output()
+    .unwrap());
+    let dir = tempfile::tempdir().unwrap();
+    let (started, mark) = (dir.path().join("started"), dir.path().join("term"));
+    let script = format!(
+        "trap 'echo term > {mark}; exit 3' TERM; touch {started}; sleep 30 & wait",
+        started = started.display(),
+        mark = mark.display()
+    );
+    let mut worker = queue(
+        &s,
+        "work",
+        &[
+            "--queue",
+            "q",
+            "--grace",
+            "1s",
+            "--kill-after",
+            "5s",
+            "--",
+            "sh",
+            "-c",
+            &script,
+        ],
+    )
+    .stderr(Stdio::piped())
+    .spawn()
+    .unwrap();
+    wait_for("the handler to start", Duration::from_secs(20), || {
+        started.exists()
+    });
+    std::thread::sleep(Duration::from_millis(100));
+    let asked = std::time::SystemTime::now();
+    nix::sys::signal::kill(
+        nix::unistd::Pid::from_raw(worker.id() as i32),
+        nix::sys::signal::Signal::SIGTERM,
+    )
+    .unwrap();
+    let out = exit_within(&mut worker, Duration::from_secs(10)).expect("work kept running");
+    assert_eq!(out.status.code(), Some(0), "{out:?}");
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    let term = written_after(&mark, asked);
+    println!(
+        "grace 1s: SIGTERM handled {} ms after the worker's SIGTERM",
+        term.as_millis()
+    );
+    assert!(
+        term >= Duration::from_millis(900) && term < Duration::from_millis(2000),
+        "{term:?}"
+    );
+    assert!(stderr.contains("outcome=handed back"), "{stderr}");
+    let st = stats(&s);
+    assert_eq!(
+        (
+            st["pending"].as_i64(),
+            st["running"].as_i64(),
+            st["dead"].as_i64()
+        ),
+        (Some(1), Some(0), Some(0)),
+        "{st}"
+    );
+    // Its attempt was not spent: with --max-attempts 1 it still runs, and is done.
+    let mut again = queue(&s, "work", &["--queue", "q", "--once", "--", "true"])
+        .stderr(Stdio::null())
+        .spawn()
+        .unwrap();
+    let out = exit_within(&mut again, Duration::from_secs(20)).expect("work --once kept running");
+    assert_eq!(out.status.code(), Some(0), "{out:?}");
+    assert_eq!(stats(&s)["done"], 1);
 }

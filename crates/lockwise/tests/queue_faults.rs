@@ -492,8 +492,101 @@ async fn a_claim_whose_reply_is_lost_costs_no_attempt(db: Db) {
     );
 }
 
+/// What a handler saw of its job's lease running out.
+#[derive(Debug, Default)]
+struct NearDeadline {
+    /// How long before the job's local deadline it was asked to stop.
+    asked_before: Option<Duration>,
+    /// How long after the deadline its future was dropped (`None`: before it).
+    dropped_after: Option<Option<Duration>>,
+}
+
+/// Records when the handler's future is dropped, relative to its job's deadline.
+struct DropAt(Arc<Mutex<NearDeadline>>, JobContext);
+
+impl Drop for DropAt {
+    fn drop(&mut self) {
+        let now = Instant::now();
+        let after = now.checked_duration_since(self.1.deadline());
+        self.0.lock().unwrap().dropped_after = Some(after);
+    }
+}
+
+/// `kill_after` near a lease that is no longer renewed: a worker cut off from its database
+/// asks its handler to stop `min(kill_after, lease / 3)` before the job's local deadline, and
+/// drops it *at* the deadline all the same, never `kill_after` later.
+async fn near_an_unrenewed_deadline_a_handler_is_asked_to_stop_and_dropped_at_it(db: Db) {
+    let store = Store::new(db, "near").await;
+    let (proxy, via_proxy) = store.proxied().await;
+    store.direct.enqueue(Job::new(json!({}))).await.unwrap();
+    let seen = Arc::new(Mutex::new(NearDeadline::default()));
+    let started = Arc::new(tokio::sync::Notify::new());
+    let (seen2, started2) = (seen.clone(), started.clone());
+    let stop = CancellationToken::new();
+    let task = tokio::spawn(
+        Worker::new(via_proxy)
+            .lease(Duration::from_secs(1))
+            .kill_after(Duration::from_secs(5))
+            .poll_interval(Duration::from_millis(50))
+            .run(
+                move |ctx: JobContext| {
+                    let (seen, started) = (seen2.clone(), started2.clone());
+                    async move {
+                        let _drop_at = DropAt(seen.clone(), ctx.clone());
+                        started.notify_one();
+                        ctx.stop_requested().await;
+                        assert!(ctx.is_stop_requested());
+                        let before = ctx.deadline().checked_duration_since(Instant::now());
+                        seen.lock().unwrap().asked_before = before;
+                        // Ignores the request: only the drop stops it.
+                        std::future::pending::<()>().await;
+                        Ok::<_, String>(())
+                    }
+                },
+                stop.clone(),
+            ),
+    );
+    timeout(Duration::from_secs(10), started.notified())
+        .await
+        .expect("the job started");
+    proxy.cut(); // no heartbeat gets through from now on
+    wait_for(Duration::from_secs(5), "the handler to be dropped", || {
+        let seen = seen.clone();
+        async move { seen.lock().unwrap().dropped_after.is_some() }
+    })
+    .await;
+    proxy.heal();
+    stop.cancel();
+    let report = stop_worker(task).await.expect("the worker stopped");
+    assert!(proxy.held() > 0, "the cut hit heartbeats");
+    let seen = seen.lock().unwrap();
+    println!("{db:?}: {seen:?}");
+    let asked = seen
+        .asked_before
+        .expect("asked to stop before the deadline");
+    // lease / 3 = 333 ms before the deadline (not kill_after = 5 s).
+    assert!(
+        asked > Duration::from_millis(250) && asked <= Duration::from_millis(334),
+        "{seen:?}"
+    );
+    let dropped = seen
+        .dropped_after
+        .flatten()
+        .expect("dropped at the deadline, not before");
+    assert!(dropped < Duration::from_millis(150), "{seen:?}");
+    assert_eq!(report.lease_lost, 1, "{report:?}");
+}
+
 mod postgres {
     use super::Db;
+
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn near_an_unrenewed_deadline_a_handler_is_asked_to_stop_and_dropped_at_it() {
+        super::near_an_unrenewed_deadline_a_handler_is_asked_to_stop_and_dropped_at_it(
+            Db::Postgres,
+        )
+        .await;
+    }
 
     #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
     async fn a_cut_off_worker_cancels_its_handlers_before_anyone_else_runs_the_job() {
@@ -509,6 +602,12 @@ mod postgres {
 
 mod mariadb {
     use super::Db;
+
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn near_an_unrenewed_deadline_a_handler_is_asked_to_stop_and_dropped_at_it() {
+        super::near_an_unrenewed_deadline_a_handler_is_asked_to_stop_and_dropped_at_it(Db::Mariadb)
+            .await;
+    }
 
     #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
     async fn a_cut_off_worker_cancels_its_handlers_before_anyone_else_runs_the_job() {

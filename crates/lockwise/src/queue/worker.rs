@@ -72,6 +72,7 @@ pub struct JobContext {
     /// What was enqueued.
     pub payload: Value,
     deadline: watch::Receiver<Instant>,
+    stop: CancellationToken,
 }
 
 impl JobContext {
@@ -80,6 +81,50 @@ impl JobContext {
     /// own can check it before an irreversible step.
     pub fn deadline(&self) -> Instant {
         *self.deadline.borrow()
+    }
+
+    /// Resolves when the worker asks this handler to stop: at the execution timeout, at the
+    /// end of a shutdown's grace period, or shortly before the job's local deadline if no
+    /// heartbeat moved it (see [`Worker::kill_after`]). The handler should then wind up and
+    /// return; its future is dropped a little later if it has not. A request is never taken
+    /// back, even if a heartbeat later renews the lease.
+    ///
+    /// ```no_run
+    /// # async fn demo(queue: lockwise::queue::Queue) -> lockwise::Result<()> {
+    /// use std::time::Duration;
+    /// use lockwise::queue::Worker;
+    /// use tokio_util::sync::CancellationToken;
+    ///
+    /// Worker::new(queue)
+    ///     .timeout(Duration::from_secs(60))
+    ///     .kill_after(Duration::from_secs(5))
+    ///     .run(
+    ///         |job| async move {
+    ///             tokio::select! {
+    ///                 () = tokio::time::sleep(Duration::from_secs(120)) => Ok(()),
+    ///                 () = job.stop_requested() => {
+    ///                     // save what can be saved, quickly
+    ///                     Err("stopped".to_owned())
+    ///                 }
+    ///             }
+    ///         },
+    ///         CancellationToken::new(),
+    ///     )
+    ///     .await?;
+    /// # Ok(()) }
+    /// ```
+    ///
+    /// # Cancel safety
+    ///
+    /// Cancel safe: it only waits.
+    pub async fn stop_requested(&self) {
+        self.stop.cancelled().await;
+    }
+
+    /// Whether the worker asked this handler to stop (see
+    /// [`stop_requested`](Self::stop_requested)).
+    pub fn is_stop_requested(&self) -> bool {
+        self.stop.is_cancelled()
     }
 }
 
@@ -134,6 +179,16 @@ pub struct WorkerReport {
 /// attempt: a job is not dead-lettered with zero executions because a reply went missing.
 /// The claim, the confirmation, the reaper and the table upkeep are all bounded by a timeout,
 /// so a lost answer never hangs the worker.
+///
+/// # Asking a handler to stop before stopping it
+///
+/// With [`kill_after`](Self::kill_after) set, a handler is first *asked* to stop
+/// ([`JobContext::stop_requested`]) and dropped only later: at the execution timeout (dropped
+/// `kill_after` after the limit, the attempt failed "timed out"), at the end of a shutdown's
+/// grace period (dropped `kill_after` later; not finished by then, it is handed back), and
+/// `min(kill_after, lease / 3)` before the job's local deadline when no heartbeat moved it —
+/// the drop then still happens *at* the deadline, never later. Without it (the default), a
+/// handler is dropped at each of these moments without warning.
 #[derive(Debug, Clone)]
 pub struct Worker {
     queue: Queue,
@@ -146,6 +201,7 @@ pub struct Worker {
     grace: Duration,
     retry: Retry,
     until_idle: bool,
+    kill_after: Duration,
 }
 
 /// How one execution ended.
@@ -156,6 +212,8 @@ enum Outcome {
     TimedOut(Duration),
     /// Cancelled at the job's local deadline: neither done nor failed.
     LeaseLost,
+    /// Stopped at the end of a shutdown's grace period: given back, not failed.
+    HandedBack,
 }
 
 struct Finished {
@@ -195,6 +253,7 @@ impl Worker {
             grace: Duration::from_secs(30),
             retry: Retry::exponential(Duration::from_secs(1), Duration::from_secs(3600)),
             until_idle: false,
+            kill_after: Duration::ZERO,
         }
     }
 
@@ -262,6 +321,33 @@ impl Worker {
         self
     }
 
+    /// How long a handler has between being asked to stop
+    /// ([`JobContext::stop_requested`]) and having its future dropped; default zero: dropped
+    /// at once, without being asked. The moments:
+    ///
+    /// - **Execution timeout** ([`timeout`](Self::timeout)): asked at the limit, dropped
+    ///   `kill_after` later if still running. The attempt is a failure, "timed out after …",
+    ///   whatever the handler then returns.
+    /// - **End of the grace period** at shutdown: every handler still running is asked and
+    ///   gets `kill_after` more. One that then returns `Ok` is done; one that returns an error
+    ///   or is dropped is handed back, its attempt not counted against it (a shutdown is not
+    ///   the job's fault).
+    /// - **The job's local deadline** (see [`Worker`]): asked at
+    ///   `deadline − min(kill_after, lease / 3)` unless a heartbeat moved the deadline by
+    ///   then, and dropped *at* the deadline as without `kill_after`: this never moves later,
+    ///   for it is what keeps a job from running on two workers. A handler that returns `Ok`
+    ///   meanwhile is done (its completion is compare-and-set, so a late one is refused);
+    ///   one that returns an error counts as lease lost, not failed.
+    ///
+    /// Whatever the moment, the drop is a cancellation: code after an `.await` does not run,
+    /// and what the handler started outside its future (a process, a request in flight) goes
+    /// on unless its drop stops it, as `lockwise queue work`'s does (SIGTERM when asked,
+    /// SIGKILL of the process group when dropped). A request to stop is never taken back.
+    pub fn kill_after(mut self, kill_after: Duration) -> Self {
+        self.kill_after = kill_after;
+        self
+    }
+
     /// Retry delays: `min · 2^(attempt−1)` with jitter, at most `max` (the crate's
     /// [`Retry::exponential`]).
     pub fn backoff(mut self, min: Duration, max: Duration) -> Self {
@@ -280,8 +366,10 @@ impl Worker {
         self.retry.backoff(failures).unwrap_or(Duration::ZERO)
     }
 
-    /// Runs until `shutdown` is cancelled: then stops claiming, lets in-flight jobs finish
-    /// within the grace period, and gives the rest back. Handler errors *and panics* are
+    /// Runs until `shutdown` is cancelled (or, with [`until_idle`](Self::until_idle), until
+    /// the queue is drained): then stops claiming, lets in-flight jobs finish within the
+    /// grace period, asks those still running to stop and gives them
+    /// [`kill_after`](Self::kill_after) more, and gives the rest back. Handler errors *and panics* are
     /// recorded as failed attempts; a handler cancelled at its job's local deadline is not
     /// (see [`Worker`]).
     ///
@@ -325,12 +413,23 @@ impl Worker {
             background.clone(),
         ));
         tasks.spawn(reaper(self.queue.clone(), self.lease, background.clone()));
+        // Cancelled when the grace period of a shutdown ends: running handlers are asked to
+        // stop then.
+        let grace_over = CancellationToken::new();
+        let limits = Limits {
+            timeout: self.timeout,
+            kill_after: self.kill_after,
+            lease_warning: self.kill_after.min(self.lease / 3),
+        };
 
         let mut report = WorkerReport::default();
         let mut acks: Vec<(JobId, i32)> = Vec::new();
+        // Handlers stopped at the end of the grace period that did not finish: handed back.
+        let mut give_back: Vec<(JobId, i32)> = Vec::new();
         loop {
             while let Ok(f) = finished_rx.try_recv() {
-                self.settle(f, &running, &mut acks, &mut report).await;
+                self.settle(f, &running, &mut acks, &mut give_back, &mut report)
+                    .await;
             }
             if shutdown.is_cancelled() {
                 break;
@@ -389,12 +488,14 @@ impl Worker {
                         queue: queue.clone(),
                         payload: job.payload,
                         deadline: deadline_rx.clone(),
+                        stop: CancellationToken::new(),
                     };
                     let task = execute(
                         handler.clone(),
                         ctx,
-                        self.timeout,
+                        limits,
                         deadline_rx,
+                        grace_over.clone(),
                         finished_tx.clone(),
                         permit,
                     );
@@ -417,28 +518,39 @@ impl Worker {
                 continue; // more work is likely waiting
             }
             tokio::select! {
-                Some(f) = finished_rx.recv() => self.settle(f, &running, &mut acks, &mut report).await,
+                Some(f) = finished_rx.recv() => self.settle(f, &running, &mut acks, &mut give_back, &mut report).await,
                 _ = wake.notified() => {}
                 _ = sleep(self.poll) => {}
                 _ = shutdown.cancelled() => {}
             }
         }
 
-        // Graceful shutdown: no more claims; in-flight jobs get the grace period.
-        let deadline = Instant::now() + self.grace;
+        // Graceful shutdown: no more claims; in-flight jobs get the grace period, then are
+        // asked to stop and get `kill_after` more.
+        let mut until = Instant::now() + self.grace;
+        let mut asked_to_stop = false;
         while !running
             .lock()
             .unwrap_or_else(PoisonError::into_inner)
             .is_empty()
         {
-            match tokio::time::timeout_at(deadline, finished_rx.recv()).await {
-                Ok(Some(f)) => self.settle(f, &running, &mut acks, &mut report).await,
+            match tokio::time::timeout_at(until, finished_rx.recv()).await {
+                Ok(Some(f)) => {
+                    self.settle(f, &running, &mut acks, &mut give_back, &mut report)
+                        .await
+                }
+                Err(_) if !asked_to_stop => {
+                    asked_to_stop = true;
+                    grace_over.cancel();
+                    until = Instant::now() + self.kill_after;
+                }
                 _ => break,
             }
         }
         // Executions that ended as the grace ran out: booked, not handed back.
         while let Ok(f) = finished_rx.try_recv() {
-            self.settle(f, &running, &mut acks, &mut report).await;
+            self.settle(f, &running, &mut acks, &mut give_back, &mut report)
+                .await;
         }
         if !acks.is_empty()
             && let Err(error) = self.queue.complete(&acks).await
@@ -462,8 +574,9 @@ impl Worker {
                 })
                 .collect()
         };
-        if !unfinished.is_empty() {
-            report.handed_back = self.queue.hand_back(&unfinished).await?;
+        give_back.extend(unfinished);
+        if !give_back.is_empty() {
+            report.handed_back = self.queue.hand_back(&give_back).await?;
         }
         Ok(report)
     }
@@ -512,6 +625,7 @@ impl Worker {
         f: Finished,
         running: &Mutex<HashMap<JobId, RunningJob>>,
         acks: &mut Vec<(JobId, i32)>,
+        give_back: &mut Vec<(JobId, i32)>,
         report: &mut WorkerReport,
     ) {
         {
@@ -533,6 +647,11 @@ impl Worker {
                 report.done += 1;
                 return;
             }
+            Outcome::HandedBack => {
+                log("handed back");
+                give_back.push((f.id, f.attempt));
+                return;
+            }
             Outcome::TimedOut(limit) => ("timed out", format!("timed out after {limit:?}")),
             Outcome::Failed(error) => ("failed", error),
         };
@@ -552,13 +671,61 @@ impl Worker {
     }
 }
 
-/// Runs one handler in a task of its own (so a panic is caught) under the execution timeout,
-/// and cancels it when the job's local deadline passes.
+/// Why a handler was asked to stop (the first reason wins).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Stop {
+    /// The execution timeout passed.
+    Timeout,
+    /// The grace period of a shutdown ended.
+    Shutdown,
+    /// The job's local deadline is near and no heartbeat moved it.
+    Lease,
+}
+
+/// When an execution asks its handler to stop, and when it drops it.
+#[derive(Debug, Clone, Copy)]
+struct Limits {
+    /// The execution timeout.
+    timeout: Option<Duration>,
+    /// From a stop request at the timeout or at the end of the grace period to the drop.
+    kill_after: Duration,
+    /// How long before the job's local deadline the handler is asked to stop:
+    /// `min(kill_after, lease / 3)` (zero: not asked, only dropped at the deadline).
+    lease_warning: Duration,
+}
+
+/// How an execution ended, from its handler's result and why it was asked to stop; `None`
+/// for a handler aborted from outside (handed back at shutdown, or its job lost).
+fn outcome<E: Display>(
+    joined: std::result::Result<std::result::Result<(), E>, tokio::task::JoinError>,
+    asked: Option<Stop>,
+    limit: Option<Duration>,
+) -> Option<Outcome> {
+    Some(match (joined, asked) {
+        // Whatever the handler returned once told to stop: the attempt took too long.
+        (_, Some(Stop::Timeout)) => Outcome::TimedOut(limit.unwrap_or_default()),
+        (Ok(Ok(())), _) => Outcome::Done,
+        // Stopped for reasons that are not the job's fault: not a failed attempt.
+        (_, Some(Stop::Shutdown)) => Outcome::HandedBack,
+        (_, Some(Stop::Lease)) => Outcome::LeaseLost,
+        (Ok(Err(e)), None) => Outcome::Failed(e.to_string()),
+        (Err(join), None) if join.is_panic() => {
+            Outcome::Failed(format!("handler panicked: {}", panic_message(join)))
+        }
+        (Err(_), None) => return None,
+    })
+}
+
+/// Runs one handler in a task of its own (so a panic is caught) under the execution timeout;
+/// asks it to stop (its [`JobContext::stop_requested`]) at the timeout, at the end of the
+/// shutdown's grace (`grace_over`) and shortly before the job's local deadline, drops it
+/// `kill_after` after the first two, and cancels it when the deadline passes.
 fn execute<H, Fut, E>(
     handler: Arc<H>,
     ctx: JobContext,
-    limit: Option<Duration>,
+    limits: Limits,
     mut deadline: watch::Receiver<Instant>,
+    grace_over: CancellationToken,
     finished: mpsc::UnboundedSender<Finished>,
     permit: tokio::sync::OwnedSemaphorePermit,
 ) -> AbortHandle
@@ -568,29 +735,48 @@ where
     E: Display + Send + 'static,
 {
     let (id, attempt, queue) = (ctx.id, ctx.attempt, ctx.queue.clone());
+    let ask = ctx.stop.clone();
     let started = Instant::now();
     let mut inner = tokio::spawn(handler(ctx));
     let abort = inner.abort_handle();
     let stop = inner.abort_handle();
     tokio::spawn(async move {
-        let limit_at = limit.map(|limit| Instant::now() + limit);
+        let limit_at = limits.timeout.map(|limit| started + limit);
         // Whether the deadline can still move (its sender lives in the running map).
         let mut renewable = true;
+        let mut asked: Option<Stop> = None;
+        // Once asked at the timeout or at the end of the grace: when the handler is dropped.
+        let mut kill_at: Option<Instant> = None;
+        let request = |why: Stop, asked: &mut Option<Stop>| {
+            if asked.is_none() {
+                *asked = Some(why);
+                ask.cancel();
+            }
+        };
         let outcome = loop {
             let lease_ends = *deadline.borrow_and_update();
+            let warn_at = lease_ends
+                .checked_sub(limits.lease_warning)
+                .unwrap_or(lease_ends);
             tokio::select! {
-                joined = &mut inner => break match joined {
-                    Ok(Ok(())) => Outcome::Done,
-                    Ok(Err(e)) => Outcome::Failed(e.to_string()),
-                    Err(join) if join.is_panic() => {
-                        Outcome::Failed(format!("handler panicked: {}", panic_message(join)))
-                    }
-                    Err(_) => return, // aborted: handed back at shutdown, or rescued elsewhere
+                joined = &mut inner => match outcome(joined, asked, limits.timeout) {
+                    Some(outcome) => break outcome,
+                    None => return,
                 },
-                () = sleep_until(limit_at.unwrap_or(lease_ends)), if limit_at.is_some_and(|at| at < lease_ends) => {
+                () = sleep_until(limit_at.unwrap_or(lease_ends)), if asked.is_none() && limit_at.is_some_and(|at| at < lease_ends) => {
+                    request(Stop::Timeout, &mut asked);
+                    kill_at = Some(Instant::now() + limits.kill_after);
+                }
+                () = sleep_until(kill_at.unwrap_or(lease_ends)), if kill_at.is_some_and(|at| at < lease_ends) => {
                     stop.abort();
-                    let _ = (&mut inner).await;
-                    break Outcome::TimedOut(limit.unwrap_or_default());
+                    let joined = (&mut inner).await;
+                    break outcome(joined, asked, limits.timeout).unwrap_or(Outcome::HandedBack);
+                }
+                () = sleep_until(warn_at), if asked.is_none() && warn_at < lease_ends => {
+                    if *deadline.borrow() > lease_ends {
+                        continue; // renewed just now
+                    }
+                    request(Stop::Lease, &mut asked);
                 }
                 () = sleep_until(lease_ends) => {
                     if *deadline.borrow() > Instant::now() {
@@ -606,6 +792,10 @@ where
                         "no successful heartbeat before the job's deadline: handler cancelled"
                     );
                     break Outcome::LeaseLost;
+                }
+                () = grace_over.cancelled(), if kill_at.is_none() => {
+                    request(Stop::Shutdown, &mut asked);
+                    kill_at = Some(Instant::now() + limits.kill_after);
                 }
                 changed = deadline.changed(), if renewable => {
                     renewable = changed.is_ok();
@@ -709,6 +899,13 @@ fn extended(running: &Running, sent_for: &[(JobId, i32)], owned: &[JobId], until
         } else if let Some(job) = running.remove(id) {
             tracing::warn!(%id, "lease lost; stopping the handler");
             job.task.abort();
+            log_job(
+                *id,
+                &job.queue,
+                job.attempt,
+                "lease lost",
+                job.started.elapsed(),
+            );
         }
     }
 }
