@@ -49,8 +49,8 @@ enum QueueCommand {
     /// Run CMD once per job: exit 0 = done, anything else = failed
     ///
     /// CMD gets the payload on stdin as one line of JSON (newline-terminated) and
-    /// LOCKWISE_JOB_ID, LOCKWISE_JOB_ATTEMPT, LOCKWISE_QUEUE, LOCKWISE_URL and LOCKWISE_SCHEMA
-    /// in its environment, so `lockwise queue enqueue` in CMD adds follow-up jobs to the same
+    /// LOCKWISE_JOB_ID, LOCKWISE_JOB_ATTEMPT, LOCKWISE_QUEUE (the job's), LOCKWISE_URL and
+    /// LOCKWISE_SCHEMA in its environment, so `lockwise queue enqueue` in CMD adds follow-up jobs to the same
     /// store. The tail of a failed CMD's stderr is stored as the attempt's error. A CMD that is
     /// not found (exit 127) or not executable (126) stops work before any claim. One line per
     /// job goes to stderr (id, queue, attempt, outcome, duration); LOCKWISE_LOG=warn hides it.
@@ -136,9 +136,10 @@ struct EnqueueArgs {
 struct WorkArgs {
     #[command(flatten)]
     conn: Conn,
-    /// The queue's name
-    #[arg(long, value_name = "Q")]
-    queue: String,
+    /// The queue's name; repeat it to work on several queues of the store, which share
+    /// --concurrency (ready jobs are claimed by priority across them)
+    #[arg(long, value_name = "Q", required = true)]
+    queue: Vec<String>,
     /// Jobs run at once
     #[arg(long, default_value_t = 4, value_parser = clap::value_parser!(u16).range(1..), value_name = "N")]
     concurrency: u16,
@@ -478,15 +479,13 @@ async fn work(a: WorkArgs) -> Result<u8, Failure> {
             message: format!("cannot run the handler {e}; no job was claimed"),
         })?;
     }
-    lockwise::queue::check_queue_name(&a.queue)?;
-    let queue = open(
-        &a.conn,
-        &a.queue,
-        u32::from(a.concurrency) + 4,
-        Store::Migrate,
-    )
-    .await?;
+    for name in &a.queue {
+        lockwise::queue::check_queue_name(name)?;
+    }
+    let first = a.queue.first().map_or("", String::as_str);
+    let queue = open(&a.conn, first, u32::from(a.concurrency) + 4, Store::Migrate).await?;
     let mut worker = Worker::new(queue)
+        .queues(a.queue)
         .concurrency(usize::from(a.concurrency))
         .batch(usize::from(a.batch))
         .lease(a.lease)

@@ -494,7 +494,8 @@ on_databases!(
     poll_interval_bounds_how_soon_an_idle_worker_sees_a_job,
     a_timed_out_handler_gets_sigterm_and_its_attempt_fails,
     a_handler_that_ignores_sigterm_is_killed_after_kill_after,
-    at_the_end_of_the_grace_a_handler_gets_sigterm_and_its_job_is_handed_back
+    at_the_end_of_the_grace_a_handler_gets_sigterm_and_its_job_is_handed_back,
+    one_worker_works_on_several_queues
 );
 
 #[test]
@@ -976,7 +977,7 @@ fn work_once_drains_the_queue_and_exits_0(s: Db) {
     assert_eq!(
         (
             st["done"].as_i64(),
-            st["pending"].as_i64(),
+            st["ready"].as_i64(),
             st["scheduled"].as_i64(),
             st["running"].as_i64()
         ),
@@ -1281,7 +1282,7 @@ fn at_the_end_of_the_grace_a_handler_gets_sigterm_and_its_job_is_handed_back(s: 
     let st = stats(&s);
     assert_eq!(
         (
-            st["pending"].as_i64(),
+            st["ready"].as_i64(),
             st["running"].as_i64(),
             st["dead"].as_i64()
         ),
@@ -1296,4 +1297,65 @@ fn at_the_end_of_the_grace_a_handler_gets_sigterm_and_its_job_is_handed_back(s: 
     let out = exit_within(&mut again, Duration::from_secs(20)).expect("work --once kept running");
     assert_eq!(out.status.code(), Some(0), "{out:?}");
     assert_eq!(stats(&s)["done"], 1);
+}
+
+/// `--queue a --queue b`: one worker does the jobs of both queues, each handler seeing its
+/// own job's queue in LOCKWISE_QUEUE; a third queue is left alone, and a bad name among the
+/// queues is refused (64) before anything is claimed.
+fn one_worker_works_on_several_queues(s: Db) {
+    let mut expected = Vec::new();
+    for q in ["a", "b", "a", "b"] {
+        let id = ok(queue(&s, "enqueue", &["--queue", q, "--payload", "{}"])
+            .output()
+            .unwrap());
+        expected.push(format!("{} {q}", id.trim()));
+    }
+    ok(queue(&s, "enqueue", &["--queue", "c", "--payload", "{}"])
+        .output()
+        .unwrap());
+    let dir = tempfile::tempdir().unwrap();
+    let seen = dir.path().join("seen");
+    let script = format!(
+        "echo \"$LOCKWISE_JOB_ID $LOCKWISE_QUEUE\" >> {}",
+        seen.display()
+    );
+    let bad = queue(
+        &s,
+        "work",
+        &["--queue", "a", "--queue", "", "--once", "--", "true"],
+    )
+    .output()
+    .unwrap();
+    assert_eq!(bad.status.code(), Some(64), "{bad:?}");
+    let mut worker = queue(
+        &s,
+        "work",
+        &[
+            "--queue", "a", "--queue", "b", "--once", "--", "sh", "-c", &script,
+        ],
+    )
+    .stderr(Stdio::piped())
+    .spawn()
+    .unwrap();
+    let out = exit_within(&mut worker, Duration::from_secs(20)).expect("work --once kept running");
+    assert_eq!(out.status.code(), Some(0), "{out:?}");
+    let mut lines: Vec<String> = std::fs::read_to_string(&seen)
+        .unwrap()
+        .lines()
+        .map(str::to_owned)
+        .collect();
+    lines.sort();
+    expected.sort();
+    assert_eq!(lines, expected);
+    let count = |q: &str| -> serde_json::Value {
+        let out = ok(queue(&s, "stats", &["--queue", q, "--json"])
+            .output()
+            .unwrap());
+        serde_json::from_str(out.trim()).unwrap()
+    };
+    assert_eq!(
+        (count("a")["done"].as_i64(), count("b")["done"].as_i64()),
+        (Some(2), Some(2))
+    );
+    assert_eq!(count("c")["ready"], 1, "queue c is not this worker's");
 }

@@ -128,6 +128,54 @@ async fn the_claim_plan_uses_the_index_and_limits_before_updating() {
     assert!(text.find("\"Node Type\":\"ModifyTable\"").is_some());
 }
 
+/// A worker of several queues claims, per queue, at most n jobs from the claim index (a
+/// Limit over LockRows over it), then the n first of them all.
+#[tokio::test]
+async fn the_claim_plan_of_several_queues_limits_each_queue_from_the_index() {
+    let (s, q) = queue("plan_any").await;
+    for name in ["a", "b", "c"] {
+        q.named(name)
+            .enqueue_many((0..3_000).map(|i| Job::new(json!({ "n": i }))))
+            .await
+            .unwrap();
+    }
+    let schema = s.name();
+    sqlx::query(sqlx::AssertSqlSafe(format!("ANALYZE {schema}.jobs")))
+        .execute(q.postgres_pool().unwrap())
+        .await
+        .unwrap();
+    let claim = include_str!("../sql/postgres/queue/claim_any.sql")
+        .replace("{schema}", &format!("\"{schema}\""));
+    let mut tx = q.postgres_pool().unwrap().begin().await.unwrap();
+    let plan: serde_json::Value = sqlx::query_scalar(sqlx::AssertSqlSafe(format!(
+        "EXPLAIN (FORMAT JSON) {claim}"
+    )))
+    .bind(vec!["a", "b"])
+    .bind(10i64)
+    .bind(30.0f64)
+    .bind("w")
+    .bind(Vec::<i64>::new())
+    .bind(Vec::<i32>::new())
+    .fetch_one(&mut *tx)
+    .await
+    .unwrap();
+    tx.rollback().await.unwrap();
+    let text = plan.to_string();
+    let ctes: Vec<&serde_json::Value> = find(&plan, &|n| n["Subplan Name"] == "CTE next");
+    assert_eq!(ctes.len(), 1, "{text}");
+    assert_eq!(ctes[0]["Node Type"], "Limit", "{text}");
+    let lock_rows = find(ctes[0], &|n| n["Node Type"] == "LockRows");
+    assert_eq!(lock_rows.len(), 1, "{text}");
+    assert_eq!(
+        lock_rows[0]["Plans"][0]["Index Name"], "jobs_claim",
+        "{text}"
+    );
+    let per_queue = find(ctes[0], &|n| {
+        n["Node Type"] == "Limit" && n["Plans"][0]["Node Type"] == "LockRows"
+    });
+    assert_eq!(per_queue.len(), 1, "each queue's scan is limited: {text}");
+}
+
 fn find<'a>(
     v: &'a serde_json::Value,
     pred: &dyn Fn(&serde_json::Value) -> bool,
@@ -766,6 +814,83 @@ async fn an_idempotency_key_can_be_unique_for_a_window(q: Queue) {
     assert_eq!(q.stats().await.unwrap().ready, 2);
 }
 
+/// `Worker::queues`: one worker runs the jobs of several queues of its store, each handler
+/// seeing its job's own queue, and leaves the others alone; an empty list or a bad name is a
+/// configuration error.
+async fn one_worker_claims_from_several_queues(q: Queue) {
+    let mut expected = Vec::new();
+    for name in ["a", "b", "a"] {
+        let id = q.named(name).enqueue(Job::new(json!({}))).await.unwrap();
+        expected.push((id, name.to_owned()));
+    }
+    q.named("c").enqueue(Job::new(json!({}))).await.unwrap();
+    let seen = Arc::new(std::sync::Mutex::new(Vec::new()));
+    let seen2 = seen.clone();
+    let report = fast(&q)
+        .queues(["a", "b"])
+        .until_idle(true)
+        .run(
+            move |job| {
+                seen2.lock().unwrap().push((job.id, job.queue.clone()));
+                async { Ok::<_, String>(()) }
+            },
+            CancellationToken::new(),
+        )
+        .await
+        .unwrap();
+    assert_eq!(report.done, 3);
+    let mut seen = seen.lock().unwrap().clone();
+    seen.sort();
+    expected.sort();
+    assert_eq!(seen, expected);
+    assert_eq!(q.named("c").stats().await.unwrap().ready, 1);
+    for bad in [vec![], vec!["a", ""]] {
+        let refused = fast(&q)
+            .queues(bad.clone())
+            .run(
+                |_job| async { Ok::<_, String>(()) },
+                CancellationToken::new(),
+            )
+            .await;
+        assert!(
+            matches!(refused, Err(lockwise::Error::InvalidConfig { .. })),
+            "{bad:?}: {refused:?}"
+        );
+    }
+}
+
+/// NOTIFY for any of a worker's queues wakes it.
+#[tokio::test]
+async fn a_notification_for_any_of_its_queues_wakes_a_worker() {
+    let (_s, q) = queue("notify_any").await;
+    let stop = CancellationToken::new();
+    let handled = Arc::new(tokio::sync::Notify::new());
+    let h2 = handled.clone();
+    let worker = tokio::spawn(
+        Worker::new(q.clone())
+            .queues(["a", "b"])
+            .poll_interval(Duration::from_secs(30))
+            .run(
+                move |job| {
+                    assert_eq!(job.queue, "b");
+                    let handled = h2.clone();
+                    async move {
+                        handled.notify_one();
+                        Ok::<_, String>(())
+                    }
+                },
+                stop.clone(),
+            ),
+    );
+    sleep(Duration::from_millis(500)).await; // the worker is idle, listening
+    q.named("b").enqueue(Job::new(json!({}))).await.unwrap();
+    tokio::time::timeout(Duration::from_secs(5), handled.notified())
+        .await
+        .expect("woken by NOTIFY, not by the 30 s poll");
+    stop.cancel();
+    worker.await.unwrap().unwrap();
+}
+
 /// Declares each case twice, as a test on PostgreSQL and one on MariaDB, each with a fresh
 /// queue (a schema or database of its own): they run in parallel, and a failure names its
 /// database.
@@ -805,6 +930,7 @@ on_both_databases!(
     jobs_can_be_shown_listed_cancelled_and_pruned,
     cancelling_a_running_job_stops_its_handler_and_keeps_it_cancelled,
     an_idempotency_key_can_be_unique_for_a_window,
+    one_worker_claims_from_several_queues,
 );
 
 /// A connection of the other database is a typed configuration error, not a panic.

@@ -18,10 +18,11 @@ use super::{Claimed, DeadJob, Enqueued, Executor, Job, JobId, JobInfo, JobState,
 use crate::error::Result;
 
 /// One claim: acknowledge `finished` (id, attempt) as done, then claim up to `limit` ready
-/// jobs of `queue` for `worker`, leased for `lease`.
+/// jobs of the `queues` (one or more, in priority order across them) for `worker`, leased for
+/// `lease`.
 #[derive(Debug, Clone, Copy)]
 pub(crate) struct ClaimRequest<'a> {
-    pub(crate) queue: &'a str,
+    pub(crate) queues: &'a [&'a str],
     pub(crate) worker: &'a str,
     pub(crate) limit: usize,
     pub(crate) lease: Duration,
@@ -113,10 +114,10 @@ pub(crate) trait Driver: std::fmt::Debug + Send + Sync + 'static {
         Ok(())
     }
 
-    /// Calls `wake` whenever a job of `queue` may have been enqueued, until `stop`. Stores
-    /// without notifications never call it: the worker polls.
-    async fn wake_ups(&self, queue: &str, wake: Arc<Notify>, stop: CancellationToken) {
-        let _ = (queue, wake);
+    /// Calls `wake` whenever a job of one of `queues` may have been enqueued, until `stop`.
+    /// Stores without notifications never call it: the worker polls.
+    async fn wake_ups(&self, queues: &[&str], wake: Arc<Notify>, stop: CancellationToken) {
+        let _ = (queues, wake);
         stop.cancelled().await;
     }
 

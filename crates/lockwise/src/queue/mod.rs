@@ -252,6 +252,8 @@ pub struct Claimed {
     pub max_attempts: i32,
     /// What was enqueued.
     pub payload: Value,
+    /// The job's queue.
+    pub queue: String,
 }
 
 /// Job counts of one queue, by state: every job is in exactly one count.
@@ -708,8 +710,21 @@ impl Queue {
         lease: Duration,
         finished: &[(JobId, i32)],
     ) -> Result<Vec<Claimed>> {
+        self.claim_from(&[&self.name], worker, limit, lease, finished)
+            .await
+    }
+
+    /// [`claim`](Self::claim) from one or more queues of this store (the worker's).
+    async fn claim_from(
+        &self,
+        queues: &[&str],
+        worker: &str,
+        limit: usize,
+        lease: Duration,
+        finished: &[(JobId, i32)],
+    ) -> Result<Vec<Claimed>> {
         let request = driver::ClaimRequest {
-            queue: &self.name,
+            queues,
             worker,
             limit,
             lease,
@@ -954,9 +969,9 @@ impl Queue {
         self.driver.maintain().await
     }
 
-    /// Calls `wake` whenever a job of this queue may have been enqueued, until `stop`.
-    async fn wake_ups(&self, wake: Arc<Notify>, stop: CancellationToken) {
-        self.driver.wake_ups(&self.name, wake, stop).await;
+    /// Calls `wake` whenever a job of one of `queues` may have been enqueued, until `stop`.
+    async fn wake_ups(&self, queues: &[&str], wake: Arc<Notify>, stop: CancellationToken) {
+        self.driver.wake_ups(queues, wake, stop).await;
     }
 }
 

@@ -70,7 +70,7 @@ fn pairs(n: usize) -> String {
     vec!["(?,?)"; n].join(",")
 }
 
-/// `?,?,…` for `n` ids: placeholders only, never values.
+/// `?,?,…` for `n` ids or queue names: placeholders only, never values.
 fn list(n: usize) -> String {
     vec!["?"; n].join(",")
 }
@@ -304,8 +304,12 @@ impl Driver for MysqlDriver {
             tx.commit().await?;
             return Ok(Vec::new());
         }
-        let ids: Vec<i64> = sqlx::query_scalar(self.sql(CLAIM_LOCK))
-            .bind(request.queue)
+        let lock = self.sql_list(CLAIM_LOCK, "{queues}", &list(request.queues.len()));
+        let mut lock = sqlx::query_scalar(lock);
+        for queue in request.queues {
+            lock = lock.bind(*queue);
+        }
+        let ids: Vec<i64> = lock
             .bind(i64::try_from(request.limit).unwrap_or(i64::MAX))
             .fetch_all(&mut *tx)
             .await?;
@@ -334,6 +338,7 @@ impl Driver for MysqlDriver {
                     attempt: row.try_get("attempt")?,
                     max_attempts: row.try_get("max_attempts")?,
                     payload: json(row.try_get("payload")?),
+                    queue: row.try_get("queue")?,
                 })
             })
             .collect()

@@ -44,6 +44,7 @@ struct Statements {
     migrations_exist: String,
     enqueue: String,
     claim: String,
+    claim_any: String,
     confirm_started: String,
     complete: String,
     fail: String,
@@ -82,6 +83,7 @@ impl Statements {
             migrations_exist: sql!("migrations_exist.sql"),
             enqueue: sql!("enqueue.sql"),
             claim: sql!("claim.sql"),
+            claim_any: sql!("claim_any.sql"),
             confirm_started: sql!("confirm_started.sql"),
             complete: sql!("complete.sql"),
             fail: sql!("fail.sql"),
@@ -312,8 +314,13 @@ impl Driver for PgDriver {
     async fn claim(&self, request: ClaimRequest<'_>) -> Result<Vec<Claimed>> {
         self.migrate().await?;
         let (ids, attempts) = columns(request.finished);
-        let rows = sqlx::query(q(&self.sql.claim))
-            .bind(request.queue)
+        // One queue (the usual case): the claim index's order is the claim's; several: the
+        // first ones of each, merged.
+        let claim = match request.queues {
+            [queue] => sqlx::query(q(&self.sql.claim)).bind(*queue),
+            queues => sqlx::query(q(&self.sql.claim_any)).bind(queues),
+        };
+        let rows = claim
             .bind(i64::try_from(request.limit).unwrap_or(i64::MAX))
             .bind(secs(request.lease))
             .bind(request.worker)
@@ -328,6 +335,7 @@ impl Driver for PgDriver {
                     attempt: row.try_get("attempt")?,
                     max_attempts: row.try_get("max_attempts")?,
                     payload: row.try_get("payload")?,
+                    queue: row.try_get("queue")?,
                 })
             })
             .collect()
@@ -521,8 +529,8 @@ impl Driver for PgDriver {
         self.vacuum_if_needed(VACUUM_DEAD_TUPLES).await.map(|_| ())
     }
 
-    async fn wake_ups(&self, queue: &str, wake: Arc<Notify>, stop: CancellationToken) {
-        listen(&self.pool, &self.channel, queue, &wake, &stop).await;
+    async fn wake_ups(&self, queues: &[&str], wake: Arc<Notify>, stop: CancellationToken) {
+        listen(&self.pool, &self.channel, queues, &wake, &stop).await;
     }
 
     fn postgres_pool(&self) -> Option<&PgPool> {
@@ -555,11 +563,12 @@ fn job_info(row: &sqlx::postgres::PgRow) -> Result<JobInfo> {
     })
 }
 
-/// Wakes the claim loop on NOTIFY for `queue`, and once after every reconnect, until `stop`.
+/// Wakes the claim loop on NOTIFY for any of `queues`, and once after every reconnect, until
+/// `stop`.
 async fn listen(
     pool: &PgPool,
     channel: &str,
-    queue: &str,
+    queues: &[&str],
     wake: &Notify,
     stop: &CancellationToken,
 ) {
@@ -570,7 +579,7 @@ async fn listen(
             wake.notify_one(); // anything enqueued while we were not listening
             loop {
                 match listener.try_recv().await? {
-                    Some(note) if note.payload() == queue => wake.notify_one(),
+                    Some(note) if queues.contains(&note.payload()) => wake.notify_one(),
                     Some(_) => {}
                     None => wake.notify_one(), // reconnected: poll once
                 }

@@ -67,7 +67,7 @@ pub struct JobContext {
     pub attempt: i32,
     /// Attempts allowed in all.
     pub max_attempts: i32,
-    /// The queue.
+    /// The job's queue (one of the worker's [`queues`](Worker::queues)).
     pub queue: String,
     /// What was enqueued.
     pub payload: Value,
@@ -202,6 +202,8 @@ pub struct Worker {
     retry: Retry,
     until_idle: bool,
     kill_after: Duration,
+    /// The queues claimed from; `None`: the queue's own name.
+    queues: Option<Vec<String>>,
 }
 
 /// How one execution ended.
@@ -254,7 +256,43 @@ impl Worker {
             retry: Retry::exponential(Duration::from_secs(1), Duration::from_secs(3600)),
             until_idle: false,
             kill_after: Duration::ZERO,
+            queues: None,
         }
+    }
+
+    /// The queues to claim jobs from, all in the store of the worker's [`Queue`] (default:
+    /// that queue's own name). One worker shares its [`concurrency`](Self::concurrency)
+    /// across them and claims the ready jobs of all of them in priority order; each handler
+    /// sees its job's queue in [`JobContext::queue`]. [`run`](Self::run) refuses an empty list
+    /// or a name [`check_queue_name`](super::check_queue_name) refuses
+    /// ([`Error::InvalidConfig`](crate::Error::InvalidConfig)); a name given twice counts
+    /// once.
+    ///
+    /// ```no_run
+    /// # async fn demo(queue: lockwise::queue::Queue) -> lockwise::Result<()> {
+    /// use lockwise::queue::Worker;
+    /// use tokio_util::sync::CancellationToken;
+    ///
+    /// Worker::new(queue)
+    ///     .queues(["emails", "sms"])
+    ///     .run(|job| async move { println!("{}: {}", job.queue, job.payload); Ok::<_, String>(()) }, CancellationToken::new())
+    ///     .await?;
+    /// # Ok(()) }
+    /// ```
+    pub fn queues<I, S>(mut self, names: I) -> Self
+    where
+        I: IntoIterator<Item = S>,
+        S: Into<String>,
+    {
+        let mut queues: Vec<String> = Vec::new();
+        for name in names {
+            let name = name.into();
+            if !queues.contains(&name) {
+                queues.push(name);
+            }
+        }
+        self.queues = Some(queues);
+        self
     }
 
     /// How many handlers run at once.
@@ -390,7 +428,17 @@ impl Worker {
         Fut: Future<Output = std::result::Result<(), E>> + Send + 'static,
         E: Display + Send + 'static,
     {
-        super::check_queue_name(self.queue.name())?;
+        let queues: Vec<String> = match &self.queues {
+            Some(queues) => queues.clone(),
+            None => vec![self.queue.name().to_owned()],
+        };
+        queues
+            .iter()
+            .try_for_each(|name| super::check_queue_name(name))?;
+        if queues.is_empty() {
+            return Err(crate::Error::config("a worker needs at least one queue"));
+        }
+        let names: Vec<&str> = queues.iter().map(String::as_str).collect();
         self.queue.migrate().await?;
         let handler = Arc::new(handler);
         let slots = Arc::new(Semaphore::new(self.concurrency));
@@ -405,7 +453,11 @@ impl Worker {
         let mut tasks = JoinSet::new();
         let store = self.queue.clone();
         let (w, b) = (wake.clone(), background.clone());
-        tasks.spawn(async move { store.wake_ups(w, b).await });
+        let listened = queues.clone();
+        tasks.spawn(async move {
+            let names: Vec<&str> = listened.iter().map(String::as_str).collect();
+            store.wake_ups(&names, w, b).await;
+        });
         tasks.spawn(heartbeat(
             self.queue.clone(),
             running.clone(),
@@ -449,7 +501,8 @@ impl Worker {
                 // and a lost answer must not hang the worker.
                 let claimed = timeout_at(
                     deadline,
-                    self.queue.claim(&self.id, free, self.lease, &acks),
+                    self.queue
+                        .claim_from(&names, &self.id, free, self.lease, &acks),
                 )
                 .await;
                 let jobs = match claimed {
@@ -480,7 +533,7 @@ impl Worker {
                         break; // cannot happen: we claimed at most the free slots
                     };
                     let (deadline_tx, deadline_rx) = watch::channel(deadline);
-                    let queue = self.queue.name().to_owned();
+                    let queue = job.queue;
                     let ctx = JobContext {
                         id: job.id,
                         attempt: job.attempt,

@@ -28,4 +28,5 @@ UPDATE {schema}.jobs j
        worker = $4
   FROM next
  WHERE j.id = next.id
-RETURNING j.id, j.payload, j.attempt, j.max_attempts, (SELECT count(*) FROM done) AS acknowledged
+RETURNING j.id, j.queue, j.payload, j.attempt, j.max_attempts,
+          (SELECT count(*) FROM done) AS acknowledged
