@@ -891,6 +891,96 @@ async fn a_notification_for_any_of_its_queues_wakes_a_worker() {
     worker.await.unwrap().unwrap();
 }
 
+/// With `kill_after`, a handler is asked to stop at the timeout and may return: the attempt
+/// is still a failure, "timed out", even though it returned `Ok`; and nothing waits for the
+/// `kill_after` to run out.
+async fn a_handler_asked_to_stop_at_the_timeout_still_times_out(q: Queue) {
+    q.enqueue(Job::new(json!({})).max_attempts(1))
+        .await
+        .unwrap();
+    let asked_after = Arc::new(std::sync::Mutex::new(None));
+    let a2 = asked_after.clone();
+    let started = Instant::now();
+    run_until(
+        fast(&q)
+            .timeout(Duration::from_millis(300))
+            .kill_after(Duration::from_secs(10)),
+        move |job| {
+            let asked_after = a2.clone();
+            async move {
+                let begun = Instant::now();
+                assert!(!job.is_stop_requested());
+                job.stop_requested().await;
+                *asked_after.lock().unwrap() = Some(begun.elapsed());
+                Ok(())
+            }
+        },
+        Duration::from_secs(10),
+        StatsAre(q.clone(), |s| s.dead == 1),
+    )
+    .await;
+    let asked = asked_after.lock().unwrap().expect("asked to stop");
+    assert!(
+        // (the limit counts from just before the handler's task starts)
+        asked >= Duration::from_millis(250) && asked < Duration::from_secs(2),
+        "{asked:?}"
+    );
+    assert!(started.elapsed() < Duration::from_secs(5), "not kill_after");
+    let dead = q.dead(1).await.unwrap();
+    assert_eq!(dead[0].last_error.as_deref(), Some("timed out after 300ms"));
+}
+
+/// At the end of the grace period every running handler is asked to stop: one that then
+/// returns `Ok` is done, one that returns an error is handed back (not failed, its attempt
+/// not spent).
+async fn at_the_end_of_the_grace_handlers_are_asked_to_stop(q: Queue) {
+    let finishes = q
+        .enqueue(Job::new(json!({ "ok": true })).max_attempts(1))
+        .await
+        .unwrap();
+    q.enqueue(Job::new(json!({ "ok": false })).max_attempts(1))
+        .await
+        .unwrap();
+    let stop = CancellationToken::new();
+    let worker = tokio::spawn(
+        fast(&q)
+            .grace(Duration::from_millis(300))
+            .kill_after(Duration::from_secs(10))
+            .run(
+                |job| async move {
+                    job.stop_requested().await;
+                    if job.payload["ok"] == true {
+                        Ok(())
+                    } else {
+                        Err("stopped".to_owned())
+                    }
+                },
+                stop.clone(),
+            ),
+    );
+    while q.stats().await.unwrap().running < 2 {
+        sleep(Duration::from_millis(20)).await;
+    }
+    let asked = Instant::now();
+    stop.cancel();
+    let report = worker.await.unwrap().unwrap();
+    let took = asked.elapsed();
+    assert!(
+        took >= Duration::from_millis(300) && took < Duration::from_secs(2),
+        "{took:?}"
+    );
+    assert_eq!((report.done, report.failed, report.handed_back), (1, 0, 1));
+    let stats = q.stats().await.unwrap();
+    assert_eq!((stats.done, stats.pending, stats.dead), (1, 1, 0));
+    let again = q.claim("w", 1, Duration::from_secs(30), &[]).await.unwrap();
+    assert_eq!(again.len(), 1);
+    assert_ne!(again[0].id, finishes);
+    assert!(
+        again[0].attempt <= again[0].max_attempts,
+        "attempt not spent"
+    );
+}
+
 /// Declares each case twice, as a test on PostgreSQL and one on MariaDB, each with a fresh
 /// queue (a schema or database of its own): they run in parallel, and a failure names its
 /// database.
@@ -931,6 +1021,8 @@ on_both_databases!(
     cancelling_a_running_job_stops_its_handler_and_keeps_it_cancelled,
     an_idempotency_key_can_be_unique_for_a_window,
     one_worker_claims_from_several_queues,
+    a_handler_asked_to_stop_at_the_timeout_still_times_out,
+    at_the_end_of_the_grace_handlers_are_asked_to_stop,
 );
 
 /// A connection of the other database is a typed configuration error, not a panic.

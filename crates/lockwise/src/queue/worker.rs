@@ -724,7 +724,7 @@ impl Worker {
     }
 }
 
-/// Why a handler was asked to stop (the first reason wins).
+/// Why a handler was asked to stop.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 enum Stop {
     /// The execution timeout passed.
@@ -800,11 +800,11 @@ where
         let mut asked: Option<Stop> = None;
         // Once asked at the timeout or at the end of the grace: when the handler is dropped.
         let mut kill_at: Option<Instant> = None;
+        // A timeout or the end of the grace (which set `kill_at`) overrides an earlier
+        // warning of the lease, which alone never drops the handler before the deadline.
         let request = |why: Stop, asked: &mut Option<Stop>| {
-            if asked.is_none() {
-                *asked = Some(why);
-                ask.cancel();
-            }
+            *asked = Some(why);
+            ask.cancel();
         };
         let outcome = loop {
             let lease_ends = *deadline.borrow_and_update();
@@ -816,7 +816,7 @@ where
                     Some(outcome) => break outcome,
                     None => return,
                 },
-                () = sleep_until(limit_at.unwrap_or(lease_ends)), if asked.is_none() && limit_at.is_some_and(|at| at < lease_ends) => {
+                () = sleep_until(limit_at.unwrap_or(lease_ends)), if kill_at.is_none() && limit_at.is_some_and(|at| at < lease_ends) => {
                     request(Stop::Timeout, &mut asked);
                     kill_at = Some(Instant::now() + limits.kill_after);
                 }
