@@ -149,10 +149,12 @@ struct WorkArgs {
     /// Lease of a claimed job, renewed while it runs (at least 1s)
     #[arg(long, default_value = "30s", value_parser = duration::parse_lease, value_name = "DURATION")]
     lease: Duration,
-    /// Fail a job that runs longer than this
+    /// Fail a job that runs longer than this: its CMD gets SIGTERM then, and SIGKILL
+    /// --kill-after later
     #[arg(long, value_parser = duration::parse, value_name = "DURATION")]
     timeout: Option<Duration>,
-    /// After SIGTERM/SIGINT, how long running jobs may finish before they are handed back
+    /// After SIGTERM/SIGINT, how long running jobs may finish; then their CMDs get SIGTERM,
+    /// and those that do not exit 0 within --kill-after are handed back (not failed)
     #[arg(long, default_value = "30s", value_parser = duration::parse, value_name = "DURATION")]
     grace: Duration,
     /// A job asked to stop (at --timeout, at the end of --grace, or when its lease is about
