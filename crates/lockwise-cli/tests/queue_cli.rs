@@ -981,7 +981,7 @@ fn work_once_drains_the_queue_and_exits_0(s: Db) {
             st["scheduled"].as_i64(),
             st["running"].as_i64()
         ),
-        (Some(3), Some(1), Some(1), Some(0)),
+        (Some(3), Some(0), Some(1), Some(0)),
         "{st}"
     );
     // An empty queue: exits at once.
