@@ -1,5 +1,6 @@
 //! `lockwise`: run a command under a distributed lock.
 
+mod bench;
 mod child;
 mod duration;
 mod exit;
@@ -59,6 +60,7 @@ enum Command {
     Run(run::RunArgs),
     Queue(queue::QueueArgs),
     Lab(lab::LabArgs),
+    Bench(bench::BenchArgs),
     /// Print a shell completion script to stdout, e.g.
     /// `lockwise completions bash > /etc/bash_completion.d/lockwise`
     Completions {
@@ -119,6 +121,7 @@ fn main() -> ExitCode {
             Command::Run(args) => run::run(args).await,
             Command::Queue(args) => queue::run(args).await,
             Command::Lab(args) => lab::run(args).await,
+            Command::Bench(args) => bench::run(args).await,
             Command::LabActor(args) => lab::actor::run(args).await,
             Command::Supervise(args) => child::supervise(args).await,
             Command::Completions { .. } | Command::Man { .. } => exit::USAGE,
@@ -138,6 +141,7 @@ fn apply_password_file(command: &mut Command, file: &std::path::Path) -> Result<
         Command::Run(args) => args.urls_mut(),
         Command::Queue(args) => args.urls_mut(),
         Command::Lab(args) => args.urls_mut(),
+        Command::Bench(args) => args.urls_mut(),
         _ => Vec::new(),
     };
     for url in urls {

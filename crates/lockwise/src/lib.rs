@@ -62,6 +62,8 @@
 //!   URLs and password redaction.
 
 pub mod backend;
+#[cfg(feature = "bench")]
+pub mod bench;
 mod db;
 pub mod election;
 mod error;

@@ -1,0 +1,312 @@
+//! `lockwise bench`: lockwise's figures side by side with their floor, measured in the same
+//! run (see `lockwise::bench`). This module parses, runs the benches with a progress bar,
+//! and prints a table or JSON; the measuring is the library's.
+
+use std::process::Stdio;
+use std::time::Duration;
+
+use indicatif::{ProgressBar, ProgressStyle};
+use lockwise::bench::{Entry, Plan, ServerInfo, Spread, lock};
+use serde_json::json;
+
+use crate::exit::{self, Failure};
+
+const EXIT_CODES: &str = "\
+Exit codes:
+  0   every backend asked for was measured
+  64  usage error
+  69  no backend answered, or one named with --url failed";
+
+/// Measure lockwise against the raw protocol of each server, side by side in one run
+#[derive(Debug, clap::Args)]
+#[command(after_help = EXIT_CODES)]
+pub(crate) struct BenchArgs {
+    #[command(subcommand)]
+    command: BenchCommand,
+}
+
+#[derive(Debug, clap::Subcommand)]
+enum BenchCommand {
+    /// Lock cycles (sequential and concurrent) against the raw round trips, a contended
+    /// handoff, and the cost of `lockwise run`
+    Lock(LockArgs),
+}
+
+#[derive(Debug, clap::Args)]
+struct LockArgs {
+    /// A server to measure (repeatable): redis://…, postgres://… or mysql://…. Default: the
+    /// local Redis, PostgreSQL and MariaDB ($LOCKWISE_REDIS_URL, $LOCKWISE_POSTGRES_URL,
+    /// $LOCKWISE_MYSQL_URL), each measured if it answers
+    #[arg(long = "url", value_name = "URL")]
+    urls: Vec<String>,
+    /// Rounds per side, alternating lockwise and floor (at least 1; figures want 5 or more)
+    #[arg(long, default_value_t = 5, value_parser = clap::value_parser!(u16).range(1..), value_name = "N")]
+    rounds: u16,
+    /// How long one side runs in one round
+    #[arg(long, default_value = "1s", value_parser = crate::duration::parse, value_name = "DURATION")]
+    round: Duration,
+    /// A quick run that checks every bench works (2 rounds of 100ms): its figures mean little
+    #[arg(long, conflicts_with_all = ["rounds", "round"])]
+    smoke: bool,
+    /// One JSON object on stdout: {"machine", "servers", "results": [...]}
+    #[arg(long)]
+    json: bool,
+}
+
+pub(crate) async fn run(args: BenchArgs) -> u8 {
+    let outcome = match args.command {
+        BenchCommand::Lock(a) => bench_lock(a).await,
+    };
+    match outcome {
+        Ok(code) => code,
+        Err(failure) => failure.report(),
+    }
+}
+
+/// The servers to measure, and whether each was named (a named one must answer).
+fn targets(urls: &[String]) -> Vec<(String, bool)> {
+    if !urls.is_empty() {
+        return urls.iter().map(|u| (u.clone(), true)).collect();
+    }
+    let env = |name: &str, default: &str| std::env::var(name).unwrap_or_else(|_| default.into());
+    vec![
+        (env("LOCKWISE_REDIS_URL", "redis://127.0.0.1:6379/"), false),
+        (
+            env(
+                "LOCKWISE_POSTGRES_URL",
+                "postgres://postgres@127.0.0.1:5432/postgres",
+            ),
+            false,
+        ),
+        (
+            env("LOCKWISE_MYSQL_URL", "mysql://root@127.0.0.1:3306/mysql"),
+            false,
+        ),
+    ]
+}
+
+/// The concurrency of the concurrent bench: 64 tasks on Redis (one multiplexed
+/// connection), 8 on the databases (a connection each).
+fn tasks_for(backend: &str) -> usize {
+    if backend == "redis" { 64 } else { 8 }
+}
+
+async fn bench_lock(a: LockArgs) -> Result<u8, Failure> {
+    let plan = if a.smoke {
+        Plan::new(2, Duration::from_millis(100))
+    } else {
+        Plan::new(usize::from(a.rounds), a.round)
+    };
+    let mut servers: Vec<(String, ServerInfo)> = Vec::new();
+    let mut skipped: Vec<String> = Vec::new();
+    for (url, named) in targets(&a.urls) {
+        match lockwise::bench::describe(&url).await {
+            Ok(info) => servers.push((url, info)),
+            Err(e) if named => return Err(e.into()),
+            Err(e) => skipped.push(format!("{}: {e}", lockwise::url::redact_url(&url))),
+        }
+    }
+    if servers.is_empty() {
+        return Err(Failure {
+            code: exit::BACKEND,
+            message: format!("no server answered: {}", skipped.join("; ")),
+        });
+    }
+    // Sequential and concurrent: 2 sides per round; handoff: 1; run overhead: 2 per round.
+    let ticks = servers.len() as u64 * plan.rounds as u64 * (2 + 2 + 1 + 2);
+    let bar = ProgressBar::new(ticks).with_style(
+        ProgressStyle::with_template("{spinner} {msg:24} [{bar:30}] {pos}/{len} rounds")
+            .unwrap_or_else(|_| ProgressStyle::default_bar()),
+    );
+    let tick = || bar.inc(1);
+    let mut results: Vec<Entry> = Vec::new();
+    for (url, info) in &servers {
+        let backend = info.backend.as_str();
+        bar.set_message(format!("{backend}: sequential"));
+        results.push(lock::sequential(url, plan, &tick).await?);
+        bar.set_message(format!("{backend}: concurrent"));
+        results.push(lock::concurrent(url, tasks_for(backend), plan, &tick).await?);
+        bar.set_message(format!("{backend}: handoff"));
+        results.push(lock::handoff(url, 8, Duration::from_millis(1), plan, &tick).await?);
+        bar.set_message(format!("{backend}: lockwise run"));
+        results.push(run_overhead(url, backend, plan.rounds, &tick).await?);
+    }
+    bar.finish_and_clear();
+    if a.json {
+        let out = json!({
+            "machine": machine(),
+            "servers": servers.iter().map(|(_, info)| info).collect::<Vec<_>>(),
+            "plan": {"rounds": plan.rounds, "round_ms": plan.round.as_millis() as u64},
+            "skipped": skipped,
+            "results": results,
+        });
+        println!("{out}");
+    } else {
+        print_table(&servers, &skipped, plan, &results);
+    }
+    Ok(0)
+}
+
+/// The machine: cores, for the header.
+fn machine() -> serde_json::Value {
+    let cores = std::thread::available_parallelism().map_or(0, usize::from);
+    json!({"cores": cores, "os": std::env::consts::OS, "arch": std::env::consts::ARCH})
+}
+
+/// `lockwise run --url URL --key K -- true` against `true`, alternating, `rounds` × 10 runs
+/// each: the milliseconds a lock adds to a command. Ratio: `true`'s time over lockwise's.
+async fn run_overhead(
+    url: &str,
+    backend: &str,
+    rounds: usize,
+    tick: &(dyn Fn() + Sync),
+) -> Result<Entry, Failure> {
+    const RUNS: usize = 10;
+    let exe = std::env::current_exe().map_err(|e| Failure {
+        code: exit::BACKEND,
+        message: format!("cannot find the lockwise executable: {e}"),
+    })?;
+    let key = format!("lockwise-bench-run-{}", std::process::id());
+    let time = |with_lock: bool| {
+        let mut cmd = if with_lock {
+            let mut c = tokio::process::Command::new(&exe);
+            c.args(["run", "--url", url, "--key", &key, "--", "true"]);
+            c
+        } else {
+            tokio::process::Command::new("true")
+        };
+        cmd.stdin(Stdio::null())
+            .stdout(Stdio::null())
+            .stderr(Stdio::null())
+            .env_remove("LOCKWISE_PASSWORD_FILE");
+        async move {
+            let started = tokio::time::Instant::now();
+            let status = cmd.status().await;
+            match status {
+                Ok(s) if s.success() => Ok(started.elapsed()),
+                Ok(s) => Err(format!("exited with {s}")),
+                Err(e) => Err(e.to_string()),
+            }
+        }
+    };
+    let (mut ours, mut floor) = (Vec::new(), Vec::new());
+    for round in 0..rounds {
+        for with_lock in if round.is_multiple_of(2) {
+            [true, false]
+        } else {
+            [false, true]
+        } {
+            let mut times = Vec::with_capacity(RUNS);
+            for _ in 0..RUNS {
+                times.push(time(with_lock).await.map_err(|e| Failure {
+                    code: exit::BACKEND,
+                    message: format!("lockwise run on {backend} failed: {e}"),
+                })?);
+            }
+            times.sort_unstable();
+            let median = times[RUNS / 2];
+            if with_lock {
+                ours.push(median);
+            } else {
+                floor.push(median);
+            }
+            tick();
+        }
+    }
+    Entry::durations("run", backend, &ours, &floor).ok_or_else(|| Failure {
+        code: exit::BACKEND,
+        message: "the run bench measured nothing".to_owned(),
+    })
+}
+
+/// `1234`, `12.3k` style: figures to three significant digits.
+fn figure(v: f64) -> String {
+    if v >= 10_000.0 {
+        format!("{:.1}k", v / 1000.0)
+    } else if v >= 100.0 {
+        format!("{v:.0}")
+    } else if v >= 10.0 {
+        format!("{v:.1}")
+    } else {
+        format!("{v:.2}")
+    }
+}
+
+fn spread(s: &Spread) -> String {
+    format!("{} [{}–{}]", figure(s.median), figure(s.min), figure(s.max))
+}
+
+fn print_table(
+    servers: &[(String, ServerInfo)],
+    skipped: &[String],
+    plan: Plan,
+    results: &[Entry],
+) {
+    let cores = std::thread::available_parallelism().map_or(0, usize::from);
+    println!("lockwise bench lock — {cores} cores, servers on this machine:");
+    for (_, info) in servers {
+        let settings: Vec<String> = info
+            .settings
+            .iter()
+            .map(|(k, v)| format!("{k}={v}"))
+            .collect();
+        println!(
+            "  {} {} ({})",
+            info.backend,
+            info.version,
+            settings.join(", ")
+        );
+    }
+    for s in skipped {
+        println!("  not measured: {s}");
+    }
+    println!(
+        "{} rounds of {:?} per side, lockwise and floor alternating; median [min–max]\n",
+        plan.rounds, plan.round
+    );
+    println!(
+        "{:<11} {:<9} {:>5}  {:<26} {:<26} {:<18} detail",
+        "bench", "backend", "tasks", "lockwise", "floor", "ratio"
+    );
+    for e in results {
+        let detail = match e.bench.as_str() {
+            "sequential" => format!(
+                "acquire p50/p99 {}/{} µs, floor {}/{} µs",
+                opt(e.p50_us),
+                opt(e.p99_us),
+                opt(e.floor_p50_us),
+                opt(e.floor_p99_us)
+            ),
+            "handoff" => format!(
+                "to another waiter p50/p99 {}/{} µs, fairness {} (max/min per waiter)",
+                opt(e.p50_us),
+                opt(e.p99_us),
+                opt(e.fairness)
+            ),
+            _ => String::new(),
+        };
+        println!(
+            "{:<11} {:<9} {:>5}  {:<26} {:<26} {:<18} {}",
+            e.bench,
+            e.backend,
+            e.tasks.map_or_else(|| "-".to_owned(), |t| t.to_string()),
+            format!("{} {}", spread(&e.lockwise), e.unit),
+            e.floor.as_ref().map_or_else(|| "-".to_owned(), spread),
+            e.ratio.as_ref().map_or_else(|| "-".to_owned(), spread),
+            detail
+        );
+    }
+}
+
+fn opt(v: Option<f64>) -> String {
+    v.map_or_else(|| "-".to_owned(), figure)
+}
+
+impl BenchArgs {
+    /// The server URLs, for `--password-file`.
+    pub(crate) fn urls_mut(&mut self) -> Vec<&mut String> {
+        match &mut self.command {
+            BenchCommand::Lock(a) => a.urls.iter_mut().collect(),
+        }
+    }
+}

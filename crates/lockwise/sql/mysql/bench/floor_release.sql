@@ -1,0 +1,2 @@
+-- The bench floor's release. ? the lock name
+SELECT RELEASE_LOCK(?)

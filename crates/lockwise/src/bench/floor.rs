@@ -1,0 +1,171 @@
+//! The floor of a lock bench: the fewest round trips a safe lock cycle can take on each
+//! server, issued raw on one connection, with no fencing token, renewal or loss check —
+//! `SET k v NX PX` and a compare-and-delete script on Redis, `pg_try_advisory_lock` and
+//! `pg_advisory_unlock` on PostgreSQL, `GET_LOCK` and `RELEASE_LOCK` on MariaDB/MySQL. The
+//! SQL and Lua are in `sql/*/bench/` and `lua/bench/`.
+
+use crate::error::{Error, Result};
+use crate::url::{BackendUrl, redact_url};
+
+#[cfg(feature = "redis")]
+static FLOOR_RELEASE: std::sync::LazyLock<redis::Script> = std::sync::LazyLock::new(|| {
+    redis::Script::new(include_str!("../../lua/bench/floor_release.lua"))
+});
+
+/// One raw connection that takes and releases locks the floor's way.
+pub struct Floor {
+    conn: Conn,
+    /// The value a Redis lock holds (an owner token of this connection).
+    owner: String,
+}
+
+impl std::fmt::Debug for Floor {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Floor").finish_non_exhaustive()
+    }
+}
+
+enum Conn {
+    #[cfg(feature = "redis")]
+    Redis(redis::aio::MultiplexedConnection),
+    #[cfg(feature = "postgres")]
+    Postgres(sqlx::PgConnection),
+    #[cfg(feature = "mysql")]
+    Mysql(sqlx::MySqlConnection),
+}
+
+impl Floor {
+    /// A raw connection to the server `url` names (Redis, PostgreSQL or MariaDB/MySQL, with
+    /// the same connection options lockwise uses). Memory and file URLs have no floor: an
+    /// [`Error::InvalidConfig`].
+    pub async fn connect(url: &str) -> Result<Floor> {
+        let owner = format!("floor-{:016x}", rand::random::<u64>());
+        let shown = redact_url(url);
+        let conn = match BackendUrl::parse(url)? {
+            #[cfg(feature = "redis")]
+            BackendUrl::Redis(url) => {
+                let client = redis::Client::open(url.as_str())
+                    .map_err(|e| Error::backend("redis", format!("bad URL {shown}"), e))?;
+                let conn = client
+                    .get_multiplexed_async_connection()
+                    .await
+                    .map_err(|e| {
+                        Error::backend("redis", format!("cannot connect to {shown}"), e)
+                    })?;
+                Conn::Redis(conn)
+            }
+            #[cfg(feature = "postgres")]
+            BackendUrl::Postgres(url) => {
+                let options = crate::db::postgres::connect_options(&url)?;
+                Conn::Postgres(crate::db::postgres::connect(&options, &shown).await?)
+            }
+            #[cfg(feature = "mysql")]
+            BackendUrl::Mysql(url) => {
+                use sqlx::Connection;
+                let options = crate::db::mysql::connect_options(&url)?;
+                let conn = sqlx::MySqlConnection::connect_with(&options)
+                    .await
+                    .map_err(|e| {
+                        Error::backend("mysql", format!("cannot connect to {shown}"), e)
+                    })?;
+                Conn::Mysql(conn)
+            }
+            _ => {
+                return Err(Error::config(format!(
+                    "{shown} has no raw floor to compare with: use a redis://, postgres:// or \
+                     mysql:// URL"
+                )));
+            }
+        };
+        Ok(Floor { conn, owner })
+    }
+
+    /// Another handle on the same multiplexed connection (Redis), for concurrent tasks;
+    /// `None` for the databases, whose session locks need a connection per task.
+    pub fn share(&self) -> Option<Floor> {
+        match &self.conn {
+            #[cfg(feature = "redis")]
+            Conn::Redis(conn) => Some(Floor {
+                conn: Conn::Redis(conn.clone()),
+                owner: self.owner.clone(),
+            }),
+            #[allow(unreachable_patterns)]
+            _ => None,
+        }
+    }
+
+    /// Tries to take `key` (one round trip): `true` when taken.
+    pub async fn try_acquire(&mut self, key: &str) -> Result<bool> {
+        match &mut self.conn {
+            #[cfg(feature = "redis")]
+            Conn::Redis(conn) => {
+                let set: Option<String> = redis::cmd("SET")
+                    .arg(key)
+                    .arg(&self.owner)
+                    .arg("NX")
+                    .arg("PX")
+                    .arg(30_000)
+                    .query_async(conn)
+                    .await
+                    .map_err(|e| Error::backend("redis", "SET NX PX failed", e))?;
+                Ok(set.is_some())
+            }
+            #[cfg(feature = "postgres")]
+            Conn::Postgres(conn) => {
+                let (a, b) = crate::db::postgres::advisory_key(key);
+                Ok(
+                    sqlx::query_scalar(include_str!("../../sql/postgres/bench/floor_acquire.sql"))
+                        .bind(a)
+                        .bind(b)
+                        .fetch_one(conn)
+                        .await?,
+                )
+            }
+            #[cfg(feature = "mysql")]
+            Conn::Mysql(conn) => {
+                let got: Option<i64> =
+                    sqlx::query_scalar(include_str!("../../sql/mysql/bench/floor_acquire.sql"))
+                        .bind(key)
+                        .fetch_one(conn)
+                        .await?;
+                Ok(got == Some(1))
+            }
+        }
+    }
+
+    /// Releases `key` if this connection holds it (one round trip): `true` when released.
+    pub async fn release(&mut self, key: &str) -> Result<bool> {
+        match &mut self.conn {
+            #[cfg(feature = "redis")]
+            Conn::Redis(conn) => {
+                let deleted: i64 = FLOOR_RELEASE
+                    .key(key)
+                    .arg(&self.owner)
+                    .invoke_async(conn)
+                    .await
+                    .map_err(|e| Error::backend("redis", "compare-and-delete failed", e))?;
+                Ok(deleted == 1)
+            }
+            #[cfg(feature = "postgres")]
+            Conn::Postgres(conn) => {
+                let (a, b) = crate::db::postgres::advisory_key(key);
+                Ok(
+                    sqlx::query_scalar(include_str!("../../sql/postgres/bench/floor_release.sql"))
+                        .bind(a)
+                        .bind(b)
+                        .fetch_one(conn)
+                        .await?,
+                )
+            }
+            #[cfg(feature = "mysql")]
+            Conn::Mysql(conn) => {
+                let released: Option<i64> =
+                    sqlx::query_scalar(include_str!("../../sql/mysql/bench/floor_release.sql"))
+                        .bind(key)
+                        .fetch_one(conn)
+                        .await?;
+                Ok(released == Some(1))
+            }
+        }
+    }
+}

@@ -1,0 +1,169 @@
+//! Measuring lockwise against its floor, side by side in one run: `lockwise bench` is built on
+//! this module. A figure alone means little on a shared, noisy machine; a ratio to the raw
+//! protocol measured in the same run, alternating sides round by round, means a lot. Each
+//! [`Entry`] therefore holds lockwise's figure, its floor's, and their ratio, as the median and
+//! range of at least five rounds.
+//!
+//! - [`lock`]: sequential and concurrent lock cycles against the [`Floor`] (the fewest round
+//!   trips a safe cycle takes, issued raw), and a contended handoff between waiters.
+//! - [`describe`]: the server's version and durability settings, printed with the figures.
+//!
+//! ```no_run
+//! # async fn demo() -> lockwise::Result<()> {
+//! use std::time::Duration;
+//! use lockwise::bench::{Plan, lock};
+//! let entry = lock::sequential("redis://127.0.0.1:6379", Plan::new(5, Duration::from_secs(1)), &|| {}).await?;
+//! println!("{} cycles/s, {:.2}× the floor", entry.lockwise.median, entry.ratio.unwrap().median);
+//! # Ok(()) }
+//! ```
+
+mod floor;
+pub mod lock;
+mod server;
+mod stats;
+
+use std::time::Duration;
+
+use serde::Serialize;
+
+pub use floor::Floor;
+pub use server::{ServerInfo, describe};
+pub use stats::{Spread, percentile_us};
+
+use crate::error::{Error, Result};
+
+/// How much a bench measures: `rounds` rounds of `round` per side.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[non_exhaustive]
+pub struct Plan {
+    /// Rounds per side (at least 1; 5 or more for a figure worth reporting).
+    pub rounds: usize,
+    /// How long one side runs in one round.
+    pub round: Duration,
+}
+
+impl Plan {
+    /// `rounds` rounds (at least 1) of `round` per side.
+    pub fn new(rounds: usize, round: Duration) -> Self {
+        Plan {
+            rounds: rounds.max(1),
+            round,
+        }
+    }
+}
+
+/// One figure of a bench, lockwise beside its floor.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+#[non_exhaustive]
+pub struct Entry {
+    /// `sequential`, `concurrent` or `handoff`.
+    pub bench: String,
+    /// `redis`, `postgres` or `mysql`.
+    pub backend: String,
+    /// What the figures count (`cycles/s`, `acquisitions/s`).
+    pub unit: String,
+    /// Rounds measured per side.
+    pub rounds: usize,
+    /// Lockwise's figure over the rounds.
+    pub lockwise: Spread,
+    /// The floor's figure over the rounds (`None`: the bench has no floor).
+    pub floor: Option<Spread>,
+    /// Lockwise over the floor, round by round (higher is better; 1.0 is the floor).
+    pub ratio: Option<Spread>,
+    /// Tasks (or waiters) at once.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub tasks: Option<usize>,
+    /// Lockwise's acquire latency (`sequential`) or handoff latency (`handoff`), p50, µs.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub p50_us: Option<f64>,
+    /// The same, p99, µs.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub p99_us: Option<f64>,
+    /// The floor's acquire round trip, p50, µs (`sequential`).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub floor_p50_us: Option<f64>,
+    /// The floor's acquire round trip, p99, µs (`sequential`).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub floor_p99_us: Option<f64>,
+    /// The most acquisitions of one waiter over the fewest (`handoff`; 1.0 is perfectly
+    /// fair).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub fairness: Option<f64>,
+    /// Acquisitions of each waiter (`handoff`).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub per_waiter: Option<Vec<u64>>,
+}
+
+impl Entry {
+    /// An entry with lockwise's and the floor's per-round figures, and their ratio round by
+    /// round.
+    fn compare(
+        bench: &str,
+        backend: &str,
+        unit: &str,
+        ours: &[f64],
+        floor: &[f64],
+    ) -> Result<Self> {
+        let ratios: Vec<f64> = ours
+            .iter()
+            .zip(floor)
+            .map(|(o, f)| if *f > 0.0 { o / f } else { f64::NAN })
+            .collect();
+        let mut entry = Entry::measure(bench, backend, unit, ours)?;
+        entry.floor = Spread::of(floor);
+        entry.ratio = Spread::of(&ratios);
+        Ok(entry)
+    }
+
+    /// An entry of times (unit `ms`, lower is better) beside the floor's, per round; the
+    /// ratio is the floor's time over lockwise's (1.0 is the floor, as for rates). `None`
+    /// when nothing was measured.
+    ///
+    /// ```
+    /// use std::time::Duration;
+    /// use lockwise::bench::Entry;
+    /// let ms = Duration::from_millis;
+    /// let e = Entry::durations("run", "redis", &[ms(4), ms(6)], &[ms(1), ms(2)]).unwrap();
+    /// assert_eq!((e.lockwise.median, e.floor.unwrap().median), (5.0, 1.5));
+    /// ```
+    pub fn durations(
+        bench: &str,
+        backend: &str,
+        ours: &[Duration],
+        floor: &[Duration],
+    ) -> Option<Self> {
+        let ms = |d: &Duration| d.as_secs_f64() * 1e3;
+        let ours_ms: Vec<f64> = ours.iter().map(ms).collect();
+        let floor_ms: Vec<f64> = floor.iter().map(ms).collect();
+        let ratios: Vec<f64> = ours_ms
+            .iter()
+            .zip(&floor_ms)
+            .map(|(o, f)| if *o > 0.0 { f / o } else { f64::NAN })
+            .collect();
+        let mut entry = Entry::measure(bench, backend, "ms", &ours_ms).ok()?;
+        entry.floor = Spread::of(&floor_ms);
+        entry.ratio = Spread::of(&ratios);
+        Some(entry)
+    }
+
+    /// An entry with lockwise's figures only.
+    fn measure(bench: &str, backend: &str, unit: &str, ours: &[f64]) -> Result<Self> {
+        Ok(Entry {
+            bench: bench.to_owned(),
+            backend: backend.to_owned(),
+            unit: unit.to_owned(),
+            rounds: ours.len(),
+            lockwise: Spread::of(ours)
+                .ok_or_else(|| Error::config(format!("the {bench} bench measured nothing")))?,
+            floor: None,
+            ratio: None,
+            tasks: None,
+            p50_us: None,
+            p99_us: None,
+            floor_p50_us: None,
+            floor_p99_us: None,
+            fairness: None,
+            per_waiter: None,
+        })
+    }
+}

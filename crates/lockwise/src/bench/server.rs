@@ -1,0 +1,108 @@
+//! What a bench reports about the server it ran against: its version and the settings that
+//! decide what a commit or a write costs.
+
+use serde::Serialize;
+use sqlx::{Connection, Row};
+
+use crate::error::{Error, Result};
+use crate::url::{BackendUrl, redact_url};
+
+/// A server's version and durability settings.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+#[non_exhaustive]
+pub struct ServerInfo {
+    /// `redis`, `postgres` or `mysql`.
+    pub backend: String,
+    /// The server's version string.
+    pub version: String,
+    /// Durability settings by name (`appendonly`, `appendfsync`; `fsync`,
+    /// `synchronous_commit`; `innodb_flush_log_at_trx_commit`, `sync_binlog`): what the
+    /// server reports, or `unknown` when it would not say.
+    pub settings: Vec<(String, String)>,
+}
+
+/// Asks the server `url` names for its version and durability settings.
+pub async fn describe(url: &str) -> Result<ServerInfo> {
+    let shown = redact_url(url);
+    match BackendUrl::parse(url)? {
+        BackendUrl::Redis(url) => {
+            let client = redis::Client::open(url.as_str())
+                .map_err(|e| Error::backend("redis", format!("bad URL {shown}"), e))?;
+            let mut conn = client
+                .get_multiplexed_async_connection()
+                .await
+                .map_err(|e| Error::backend("redis", format!("cannot connect to {shown}"), e))?;
+            let info: String = redis::cmd("INFO")
+                .arg("server")
+                .query_async(&mut conn)
+                .await
+                .map_err(|e| Error::backend("redis", "INFO failed", e))?;
+            let version = info
+                .lines()
+                .find_map(|line| line.strip_prefix("redis_version:"))
+                .unwrap_or("unknown")
+                .trim()
+                .to_owned();
+            let mut settings = Vec::new();
+            for name in ["appendonly", "appendfsync", "save"] {
+                // CONFIG may be renamed or forbidden on a managed server.
+                let value: Option<Vec<String>> = redis::cmd("CONFIG")
+                    .arg("GET")
+                    .arg(name)
+                    .query_async(&mut conn)
+                    .await
+                    .ok();
+                let value = value
+                    .and_then(|pair| pair.get(1).cloned())
+                    .unwrap_or_else(|| "unknown".to_owned());
+                settings.push((name.to_owned(), value));
+            }
+            Ok(ServerInfo {
+                backend: "redis".to_owned(),
+                version,
+                settings,
+            })
+        }
+        BackendUrl::Postgres(url) => {
+            let options = crate::db::postgres::connect_options(&url)?;
+            let mut conn = crate::db::postgres::connect(&options, &shown).await?;
+            let row = sqlx::query(include_str!("../../sql/postgres/bench/server.sql"))
+                .fetch_one(&mut conn)
+                .await?;
+            let settings = ["fsync", "synchronous_commit"]
+                .into_iter()
+                .map(|name| Ok((name.to_owned(), row.try_get::<String, _>(name)?)))
+                .collect::<Result<Vec<_>>>()?;
+            let version = row.try_get("version")?;
+            let _ = conn.close().await;
+            Ok(ServerInfo {
+                backend: "postgres".to_owned(),
+                version,
+                settings,
+            })
+        }
+        BackendUrl::Mysql(url) => {
+            let options = crate::db::mysql::connect_options(&url)?;
+            let mut conn = sqlx::MySqlConnection::connect_with(&options)
+                .await
+                .map_err(|e| Error::backend("mysql", format!("cannot connect to {shown}"), e))?;
+            let row = sqlx::query(include_str!("../../sql/mysql/bench/server.sql"))
+                .fetch_one(&mut conn)
+                .await?;
+            let settings = ["innodb_flush_log_at_trx_commit", "sync_binlog"]
+                .into_iter()
+                .map(|name| Ok((name.to_owned(), row.try_get::<String, _>(name)?)))
+                .collect::<Result<Vec<_>>>()?;
+            let version = row.try_get("version")?;
+            let _ = conn.close().await;
+            Ok(ServerInfo {
+                backend: "mysql".to_owned(),
+                version,
+                settings,
+            })
+        }
+        _ => Err(Error::config(format!(
+            "{shown} names no server to describe"
+        ))),
+    }
+}
