@@ -13,9 +13,10 @@ use tokio_util::sync::{CancellationToken, WaitForCancellationFuture};
 
 use crate::backend::Backend;
 use crate::error::{Error, Result};
+use crate::gate::Pass;
 use crate::lease::{FencingToken, OwnerToken, boottime_nanos, drift, validate_ttl};
 use crate::loss_check::{Checked, LossCheck};
-use crate::options::Renew;
+use crate::options::{LockOptions, Renew};
 
 /// A held lock.
 ///
@@ -62,6 +63,11 @@ struct Lease {
     /// Notified by the locker's loss check when the lease may be gone: renew at once.
     alarm: Arc<Notify>,
     lost: CancellationToken,
+    /// The holder's place in its locker's line for the key ([`LockOptions::fair`]): passed on
+    /// when the guard goes or the lock is lost.
+    ///
+    /// [`LockOptions::fair`]: crate::LockOptions::fair
+    pass: std::sync::Mutex<Option<Pass>>,
 }
 
 #[derive(Debug, Clone, Copy)]
@@ -100,6 +106,16 @@ impl Times {
 impl Lease {
     fn times(&self) -> Times {
         *self.times.borrow()
+    }
+
+    /// Lets the next waiter of this locker ask for the key.
+    fn pass_on(&self) {
+        drop(
+            self.pass
+                .lock()
+                .unwrap_or_else(std::sync::PoisonError::into_inner)
+                .take(),
+        );
     }
 
     fn mark_lost(&self, why: &str) {
@@ -182,17 +198,18 @@ impl Lease {
 }
 
 impl Guard {
-    /// Starts the watchdog of a fresh grant and puts it under the locker's loss check;
-    /// `on_drop` names the backend, key and owner.
+    /// Starts the watchdog of a fresh grant made with `opts` and puts it under the locker's
+    /// loss check; `on_drop` names the backend, key and owner, and `pass` is the holder's
+    /// place in the locker's line for the key.
     pub(crate) fn start(
         on_drop: ReleaseOnDrop,
         fence: FencingToken,
         sent: (Instant, Option<u64>),
-        ttl: Duration,
-        renew: Renew,
-        call_timeout: Duration,
+        opts: &LockOptions,
         loss_check: &LossCheck,
+        pass: Option<Pass>,
     ) -> Guard {
+        let (ttl, renew, call_timeout) = (opts.ttl, opts.renew, opts.call_timeout);
         let lease = Arc::new(Lease {
             backend: on_drop.backend.clone(),
             key: on_drop.key.clone(),
@@ -204,8 +221,18 @@ impl Guard {
             extending: tokio::sync::Mutex::new(()),
             alarm: Arc::new(Notify::new()),
             lost: CancellationToken::new(),
+            pass: std::sync::Mutex::new(pass),
         });
-        let watchdog = on_drop.handle.spawn(watchdog(lease.clone()));
+        let watched = lease.clone();
+        let watchdog = on_drop.handle.spawn(async move {
+            // Nothing to renew once the lock is lost, however that was learnt; the next
+            // waiter in line may ask at once.
+            tokio::select! {
+                () = watchdog(watched.clone()) => {}
+                () = watched.lost.cancelled() => {}
+            }
+            watched.pass_on();
+        });
         let checked = loss_check.watch(
             &lease.key,
             lease.owner,
@@ -378,6 +405,7 @@ impl Drop for Guard {
     fn drop(&mut self) {
         self.watchdog.abort();
         self.lease.lost.cancel();
+        self.lease.pass_on();
     }
 }
 

@@ -67,6 +67,7 @@ pub mod bench;
 mod db;
 pub mod election;
 mod error;
+mod gate;
 mod guard;
 pub mod history;
 pub mod lease;

@@ -10,6 +10,7 @@ use crate::backend::file::FileBackend;
 use crate::backend::memory::MemoryBackend;
 use crate::backend::{Attempt, Backend};
 use crate::error::{Error, Result};
+use crate::gate::{Gates, Pass};
 use crate::guard::{Guard, ReleaseOnDrop};
 use crate::lease::{OwnerToken, drift, validate_key, validate_ttl};
 use crate::loss_check::LossCheck;
@@ -42,6 +43,8 @@ use crate::url::BackendUrl;
 pub struct Locker {
     backend: Arc<dyn Backend>,
     loss_check: Arc<LossCheck>,
+    /// Turns among this locker's waiters of one key ([`LockOptions::fair`]).
+    gates: Arc<Gates>,
 }
 
 impl Locker {
@@ -52,6 +55,7 @@ impl Locker {
         Locker {
             loss_check: Arc::new(LossCheck::new(backend.clone(), every)),
             backend,
+            gates: Arc::default(),
         }
     }
 
@@ -82,6 +86,7 @@ impl Locker {
         Locker {
             loss_check: Arc::new(LossCheck::new(self.backend.clone(), every)),
             backend: self.backend,
+            gates: self.gates,
         }
     }
 
@@ -138,7 +143,15 @@ impl Locker {
     pub async fn try_acquire(&self, key: &str, opts: &LockOptions) -> Result<Option<Guard>> {
         validate_key(key)?;
         validate_ttl(opts.ttl)?;
-        Ok(self.attempt(key, opts, None).await?.ok())
+        let mut pass = None;
+        if opts.fair {
+            // Another task of this locker holds it or is first in line: not ours to ask.
+            let Some(first) = self.gates.try_enter(key) else {
+                return Ok(None);
+            };
+            pass = Some(first);
+        }
+        Ok(self.attempt(key, opts, None, &mut pass).await?.ok())
     }
 
     /// Waits for the lock: until it is granted, [`LockOptions::wait`] runs out
@@ -161,10 +174,27 @@ impl Locker {
         let start = Instant::now();
         let give_up = opts.wait.map(|w| start + w);
         let mut retry = opts.retry.clone();
+        // First in this locker's line for the key (with `fair`), within the wait.
+        let mut pass = None;
+        if opts.fair {
+            let entered = match give_up {
+                Some(at) => tokio::time::timeout_at(at, self.gates.enter(key))
+                    .await
+                    .ok(),
+                None => Some(self.gates.enter(key).await),
+            };
+            let Some(entered) = entered else {
+                return Err(Error::WaitTimeout {
+                    key: key.to_owned(),
+                    waited: start.elapsed(),
+                });
+            };
+            pass = Some(entered);
+        }
         // An uncontended lock is granted at once, without listening for releases (which may
         // cost a connection). Otherwise: subscribe, then try again before waiting, so that a
         // release between the first attempt and the subscription is not missed.
-        if let Ok(Ok(guard)) = self.attempt(key, opts, give_up).await {
+        if let Ok(Ok(guard)) = self.attempt(key, opts, give_up, &mut pass).await {
             return Ok(guard);
         }
         let watch_limit = give_up.map_or(opts.call_timeout, |at| {
@@ -175,7 +205,7 @@ impl Locker {
             .await
             .map_err(|_| Error::no_answer("a watch for releases", watch_limit))??;
         loop {
-            let (expires_in, failure) = match self.attempt(key, opts, give_up).await {
+            let (expires_in, failure) = match self.attempt(key, opts, give_up, &mut pass).await {
                 Ok(Ok(guard)) => return Ok(guard),
                 Ok(Err(expires_in)) => (expires_in, None),
                 // A backend that is down for a moment (a restart, a failover) is waited out
@@ -216,12 +246,13 @@ impl Locker {
 
     /// One attempt, answered within the call timeout and before `give_up` (an error otherwise).
     /// `Err(expires_in)` when someone else holds the lock, or when the grant came back too late
-    /// to be used (it is released).
+    /// to be used (it is released). A grant takes the caller's `pass`, if any, into its guard.
     async fn attempt(
         &self,
         key: &str,
         opts: &LockOptions,
         give_up: Option<Instant>,
+        pass: &mut Option<Pass>,
     ) -> Result<Result<Guard, Option<std::time::Duration>>> {
         let handle = Handle::try_current()
             .map_err(|_| Error::config("lockwise must run inside a Tokio runtime"))?;
@@ -266,10 +297,9 @@ impl Locker {
                     on_drop,
                     fence,
                     (sent, sent_boot),
-                    opts.ttl,
-                    opts.renew,
-                    opts.call_timeout,
+                    opts,
                     &self.loss_check,
+                    pass.take(),
                 )))
             }
             Attempt::Held { expires_in } => {

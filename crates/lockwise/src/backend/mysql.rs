@@ -9,7 +9,8 @@
 //!   never below the server's clock in Unix milliseconds × 1024, so a crash that loses the
 //!   counter's last updates (`innodb_flush_log_at_trx_commit` ≠ 1, a failover to a replica
 //!   that missed them) never makes a token repeat, as long as the server's clock does not go
-//!   back (see `sql/mysql/fence_next.sql`).
+//!   back (see `sql/mysql/grant.sql`, which grants, issues the token and sets the lease in
+//!   one round trip).
 //! - **Server-side lease**: the session's `wait_timeout` is set to the TTL — rounded *up* to
 //!   whole seconds, the server's unit — and reset by each renewal, so a holder frozen past its
 //!   TTL loses its session and its lock. (The holder's local deadline still uses the exact TTL,
@@ -37,7 +38,16 @@ const CONNECT_TIMEOUT: Duration = Duration::from_secs(4);
 const IDLE_WAIT_TIMEOUT: u64 = 28_800;
 
 const SCHEMA: &str = include_str!("../../sql/mysql/fence.sql");
-const FENCE_NEXT: &str = include_str!("../../sql/mysql/fence_next.sql");
+const GRANT: &str = include_str!("../../sql/mysql/grant.sql");
+
+/// [`GRANT`] without its comment lines: sent on every grant, as text.
+static GRANT_STATEMENTS: std::sync::LazyLock<String> = std::sync::LazyLock::new(|| {
+    GRANT
+        .lines()
+        .filter(|line| !line.trim_start().starts_with("--"))
+        .collect::<Vec<_>>()
+        .join("\n")
+});
 
 /// `GET_LOCK` locks. Clones share the sessions.
 #[derive(Clone)]
@@ -185,23 +195,6 @@ fn lease_secs(ttl: Duration) -> u64 {
     (ttl.as_secs() + u64::from(ttl.subsec_nanos() > 0)).max(1)
 }
 
-async fn set_lease(conn: &mut MySqlConnection, ttl: Duration) -> sqlx::Result<()> {
-    sqlx::query("SET SESSION wait_timeout = ?")
-        .bind(lease_secs(ttl))
-        .execute(conn)
-        .await
-        .map(|_| ())
-}
-
-/// Gives the session back its idle lifetime, for a connection kept for reuse.
-async fn restore_idle(conn: &mut MySqlConnection) -> sqlx::Result<()> {
-    sqlx::query("SET SESSION wait_timeout = ?")
-        .bind(IDLE_WAIT_TIMEOUT)
-        .execute(conn)
-        .await
-        .map(|_| ())
-}
-
 #[async_trait]
 impl SessionSql for GetLock {
     type Conn = MySqlConnection;
@@ -252,24 +245,28 @@ impl SessionSql for GetLock {
         full: &str,
         ttl: Duration,
     ) -> sqlx::Result<Option<Granted>> {
-        // The lease first: a holder frozen right after the grant must still lose it.
-        set_lease(conn, ttl).await?;
-        let (got, session): (Option<i64>, i64) = sqlx::query_as(
-            "SELECT CAST(GET_LOCK(?, 0) AS SIGNED), CAST(CONNECTION_ID() AS SIGNED)",
-        )
-        .bind(lock_name(full))
-        .fetch_one(&mut *conn)
-        .await?;
+        // One round trip: the lease first (a holder frozen right after the grant must still
+        // lose it), GET_LOCK, the next token only if granted, and the idle lifetime back if
+        // not (see sql/mysql/grant.sql). Every inlined value is ours or hex: a number of
+        // seconds, the hex lock name, the key's bytes as a hex literal.
+        let sql = GRANT_STATEMENTS
+            .replace("{lease}", &lease_secs(ttl).to_string())
+            .replace("{idle}", &IDLE_WAIT_TIMEOUT.to_string())
+            .replace("{name}", &lock_name(full))
+            .replace("{key}", &hex::encode(full.as_bytes()));
+        let rows = sqlx::raw_sql(AssertSqlSafe(sql))
+            .fetch_all(&mut *conn)
+            .await?;
+        let Some(row) = rows.first() else {
+            return Err(sqlx::Error::RowNotFound);
+        };
+        let (got, session, token): (Option<i64>, i64, u64) =
+            (row.try_get(0)?, row.try_get(1)?, row.try_get(2)?);
         if got != Some(1) {
-            restore_idle(conn).await?;
             return Ok(None);
         }
-        let advanced = sqlx::query(FENCE_NEXT)
-            .bind(full.as_bytes())
-            .execute(&mut *conn)
-            .await?;
         Ok(Some(Granted {
-            token: Ok(FencingToken::new(advanced.last_insert_id())),
+            token: Ok(FencingToken::new(token)),
             session,
         }))
     }
@@ -336,13 +333,19 @@ impl SessionSql for GetLock {
     }
 
     async fn unlock(&self, conn: &mut MySqlConnection, full: &str) -> sqlx::Result<(bool, bool)> {
-        let released: sqlx::Result<Option<i64>> =
-            sqlx::query_scalar("SELECT CAST(RELEASE_LOCK(?) AS SIGNED)")
-                .bind(lock_name(full))
-                .fetch_one(&mut *conn)
-                .await;
-        let restored = restore_idle(conn).await;
-        released.map(|r| (r == Some(1), restored.is_ok()))
+        // One round trip: the release, then the idle lifetime of a kept connection. The lock
+        // name is hex and the lifetime a number: safe to inline.
+        let sql = format!(
+            "SET @lw_released = RELEASE_LOCK('{}'); SET SESSION wait_timeout = {IDLE_WAIT_TIMEOUT}; \
+             SELECT CAST(@lw_released AS SIGNED)",
+            lock_name(full)
+        );
+        let rows = sqlx::raw_sql(AssertSqlSafe(sql)).fetch_all(conn).await?;
+        let released: Option<i64> = match rows.first() {
+            Some(row) => row.try_get(0)?,
+            None => None,
+        };
+        Ok((released == Some(1), true))
     }
 
     fn probe_id(&self, full: &str) -> String {
