@@ -6,6 +6,7 @@ use std::process::Stdio;
 use std::time::Duration;
 
 use indicatif::{ProgressBar, ProgressStyle};
+use lockwise::bench::scaling::Scaling;
 use lockwise::bench::{Entry, Plan, ServerInfo, Spread, lock};
 use serde_json::json;
 
@@ -30,6 +31,43 @@ enum BenchCommand {
     /// Lock cycles (sequential and concurrent) against the raw round trips, a contended
     /// handoff, and the cost of `lockwise run`
     Lock(LockArgs),
+    /// The lesson's exercise 3: a queue guarded by a Redis lock against FOR UPDATE SKIP LOCKED,
+    /// with 1, 2, 4 and 8 workers and 5 ms of simulated I/O per job
+    Queue(QueueArgs),
+}
+
+#[derive(Debug, clap::Args)]
+struct QueueArgs {
+    /// Where the jobs live [default: $LOCKWISE_POSTGRES_URL or the local PostgreSQL]
+    #[arg(long, value_name = "URL")]
+    url: Option<String>,
+    /// Where the lock-guarded queue's lock lives [default: $LOCKWISE_REDIS_URL or the local
+    /// Redis]
+    #[arg(long, value_name = "URL")]
+    redis_url: Option<String>,
+    /// Worker counts to measure
+    #[arg(
+        long,
+        value_delimiter = ',',
+        default_value = "1,2,4,8",
+        value_name = "N,N,…"
+    )]
+    workers: Vec<usize>,
+    /// Simulated I/O per job
+    #[arg(long, default_value = "5ms", value_parser = crate::duration::parse, value_name = "DURATION")]
+    io: Duration,
+    /// Rounds per strategy and worker count, strategies alternating
+    #[arg(long, default_value_t = 5, value_parser = clap::value_parser!(u16).range(1..), value_name = "N")]
+    rounds: u16,
+    /// How long one run lasts
+    #[arg(long, default_value = "2s", value_parser = crate::duration::parse, value_name = "DURATION")]
+    round: Duration,
+    /// A quick run that checks the bench works (2 rounds of 300ms): its figures mean little
+    #[arg(long, conflicts_with_all = ["rounds", "round"])]
+    smoke: bool,
+    /// One JSON object on stdout: {"machine", "results": [...]}
+    #[arg(long)]
+    json: bool,
 }
 
 #[derive(Debug, clap::Args)]
@@ -56,6 +94,7 @@ struct LockArgs {
 pub(crate) async fn run(args: BenchArgs) -> u8 {
     let outcome = match args.command {
         BenchCommand::Lock(a) => bench_lock(a).await,
+        BenchCommand::Queue(a) => bench_queue(a).await,
     };
     match outcome {
         Ok(code) => code,
@@ -145,6 +184,116 @@ async fn bench_lock(a: LockArgs) -> Result<u8, Failure> {
         print_table(&servers, &skipped, plan, &results);
     }
     Ok(0)
+}
+
+async fn bench_queue(a: QueueArgs) -> Result<u8, Failure> {
+    let env = |name: &str, default: &str| std::env::var(name).unwrap_or_else(|_| default.into());
+    let pg = a.url.clone().unwrap_or_else(|| {
+        env(
+            "LOCKWISE_POSTGRES_URL",
+            "postgres://postgres@127.0.0.1:5432/postgres",
+        )
+    });
+    let redis = a
+        .redis_url
+        .clone()
+        .unwrap_or_else(|| env("LOCKWISE_REDIS_URL", "redis://127.0.0.1:6379/"));
+    if a.workers.is_empty() || a.workers.contains(&0) || a.workers.iter().any(|&w| w > 256) {
+        return Err(Failure::usage("--workers takes counts from 1 to 256"));
+    }
+    let plan = if a.smoke {
+        Plan::new(2, Duration::from_millis(300))
+    } else {
+        Plan::new(usize::from(a.rounds), a.round)
+    };
+    let servers = [
+        lockwise::bench::describe(&pg).await?,
+        lockwise::bench::describe(&redis).await?,
+    ];
+    let mut setup = Scaling::new(pg, redis);
+    setup.workers = a.workers.clone();
+    setup.io = a.io;
+    let ticks = (plan.rounds * setup.workers.len() * 2) as u64;
+    let bar = ProgressBar::new(ticks).with_style(
+        ProgressStyle::with_template("{spinner} exercise 3 [{bar:30}] {pos}/{len} runs")
+            .unwrap_or_else(|_| ProgressStyle::default_bar()),
+    );
+    let tick = || bar.inc(1);
+    let results = lockwise::bench::scaling::scaling(&setup, plan, &tick).await?;
+    bar.finish_and_clear();
+    if a.json {
+        let out = json!({
+            "machine": machine(),
+            "servers": servers,
+            "plan": {"rounds": plan.rounds, "round_ms": plan.round.as_millis() as u64,
+                     "io_ms": setup.io.as_secs_f64() * 1e3},
+            "results": results,
+        });
+        println!("{out}");
+    } else {
+        print_scaling(&servers, plan, &setup, &results);
+    }
+    Ok(0)
+}
+
+/// The exercise-3 table, with the lesson's structural reason beside the figures.
+fn print_scaling(servers: &[ServerInfo], plan: Plan, setup: &Scaling, results: &[Entry]) {
+    let cores = std::thread::available_parallelism().map_or(0, usize::from);
+    println!(
+        "lockwise bench queue — the lesson's exercise 3, {cores} cores, servers on this machine:"
+    );
+    for info in servers {
+        println!("  {} {}", info.backend, info.version);
+    }
+    println!(
+        "{} runs of {:?} per strategy and worker count, alternating; {:?} of I/O per job; median\n",
+        plan.rounds, plan.round, setup.io
+    );
+    println!(
+        "{:<13} {:>7} {:>9} {:>11} {:>12} {:>11} {:>10} {:>11} {:>10}",
+        "strategy",
+        "workers",
+        "jobs/s",
+        "× 1 worker",
+        "in parallel",
+        "trips/job",
+        "jobs/claim",
+        "WAL B/job",
+        "dead/job"
+    );
+    for e in results {
+        let strategy = e.strategy.as_deref().unwrap_or("-");
+        let one = results
+            .iter()
+            .find(|r| r.strategy.as_deref() == Some(strategy) && r.workers == Some(1))
+            .and_then(|r| r.jobs_per_s);
+        let speedup = match (e.jobs_per_s, one) {
+            (Some(n), Some(one)) if one > 0.0 => format!("{:.2}", n / one),
+            _ => "-".to_owned(),
+        };
+        println!(
+            "{:<13} {:>7} {:>9} {:>11} {:>12} {:>11} {:>10} {:>11} {:>10}",
+            strategy,
+            e.workers.unwrap_or(0),
+            opt(e.jobs_per_s),
+            speedup,
+            e.max_parallel
+                .map_or_else(|| "-".to_owned(), |n| n.to_string()),
+            opt(e.round_trips_per_job),
+            opt(e.jobs_per_claim),
+            opt(e.wal_bytes_per_job),
+            opt(e.dead_tuples_per_job),
+        );
+    }
+    println!(
+        "\nWhy SKIP LOCKED is faster by structure, not only by the numbers (the lesson):\n\
+         1. One lock makes the queue sequential: one worker inside at a time, the others are\n   \
+            refused and sleep 50 ms. More workers add only more refused attempts.\n\
+         2. Each job costs the lock's round trips (lock, select, update, release) against one\n   \
+            UPDATE … RETURNING for a whole batch.\n\
+         3. Batches of 10 divide the cost per job again.\n\
+         4. There is no lock to leak: a crashed worker leaves rows, not a held lock."
+    );
 }
 
 /// The machine: cores, for the header.
@@ -265,7 +414,7 @@ fn print_table(
         plan.rounds, plan.round
     );
     println!(
-        "{:<11} {:<9} {:>5}  {:<26} {:<26} {:<18} detail",
+        "{:<11} {:<9} {:>5}  {:<34} {:<24} {:<18} detail",
         "bench", "backend", "tasks", "lockwise", "floor", "ratio"
     );
     for e in results {
@@ -286,7 +435,7 @@ fn print_table(
             _ => String::new(),
         };
         println!(
-            "{:<11} {:<9} {:>5}  {:<26} {:<26} {:<18} {}",
+            "{:<11} {:<9} {:>5}  {:<34} {:<24} {:<18} {}",
             e.bench,
             e.backend,
             e.tasks.map_or_else(|| "-".to_owned(), |t| t.to_string()),
@@ -307,6 +456,7 @@ impl BenchArgs {
     pub(crate) fn urls_mut(&mut self) -> Vec<&mut String> {
         match &mut self.command {
             BenchCommand::Lock(a) => a.urls.iter_mut().collect(),
+            BenchCommand::Queue(a) => a.url.iter_mut().chain(a.redis_url.iter_mut()).collect(),
         }
     }
 }

@@ -72,3 +72,45 @@ fn a_url_without_a_floor_or_a_server_is_refused() {
         .unwrap();
     assert_eq!(refused.status.code(), Some(69), "{refused:?}");
 }
+
+/// `bench queue --smoke`: both strategies at each worker count, with what is counted. The lock
+/// serializes: never more than one lock-guarded worker inside a job, one job per claim; SKIP
+/// LOCKED claims batches and reports the WAL and dead tuples its jobs leave.
+#[test]
+fn bench_queue_smoke_runs_the_lesson_s_exercise_3() {
+    let out = Command::new(BIN)
+        .args(["bench", "queue", "--smoke", "--json", "--workers", "1,4"])
+        .args(["--url", "postgres://postgres@127.0.0.1:5432/postgres"])
+        .args(["--redis-url", "redis://127.0.0.1:6379/"])
+        .output()
+        .unwrap();
+    assert!(out.status.success(), "{out:?}");
+    let report: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+    let results = report["results"].as_array().unwrap();
+    assert_eq!(results.len(), 4, "{report}");
+    for r in results {
+        assert_eq!(r["bench"], "scaling", "{r}");
+        assert!(r["jobs_per_s"].as_f64().unwrap() > 0.0, "{r}");
+        let trips = r["round_trips_per_job"].as_f64().unwrap();
+        match r["strategy"].as_str().unwrap() {
+            "lock-guarded" => {
+                assert_eq!(r["max_parallel"], 1, "the lock lets one worker in: {r}");
+                assert_eq!(r["jobs_per_claim"], 1.0, "{r}");
+                assert!(trips >= 4.0, "lock, select, update, release at least: {r}");
+                assert!(r["wal_bytes_per_job"].is_null(), "{r}");
+            }
+            "skip-locked" => {
+                assert!(r["jobs_per_claim"].as_f64().unwrap() > 1.0, "batches: {r}");
+                assert!(trips < 1.0, "{r}");
+                assert!(r["wal_bytes_per_job"].as_f64().unwrap() > 0.0, "{r}");
+                assert!(r["dead_tuples_per_job"].as_f64().unwrap() >= 0.0, "{r}");
+            }
+            other => panic!("unknown strategy {other}"),
+        }
+    }
+    let bad = Command::new(BIN)
+        .args(["bench", "queue", "--smoke", "--workers", "0"])
+        .output()
+        .unwrap();
+    assert_eq!(bad.status.code(), Some(64), "{bad:?}");
+}

@@ -19,6 +19,7 @@
 
 mod floor;
 pub mod lock;
+pub mod scaling;
 mod server;
 mod stats;
 
@@ -92,6 +93,30 @@ pub struct Entry {
     /// Acquisitions of each waiter (`handoff`).
     #[serde(skip_serializing_if = "Option::is_none")]
     pub per_waiter: Option<Vec<u64>>,
+    /// `lock-guarded` or `skip-locked` (`scaling`).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub strategy: Option<String>,
+    /// Workers at once (`scaling`).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub workers: Option<usize>,
+    /// Jobs done per second, the median round (`scaling`).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub jobs_per_s: Option<f64>,
+    /// The most workers seen inside a job at once (`scaling`): truly in parallel.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub max_parallel: Option<usize>,
+    /// Round trips to Redis and PostgreSQL per job done, counted (`scaling`).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub round_trips_per_job: Option<f64>,
+    /// Jobs per claim (`scaling`).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub jobs_per_claim: Option<f64>,
+    /// WAL bytes written per job (`scaling`, SKIP LOCKED).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub wal_bytes_per_job: Option<f64>,
+    /// Dead row versions left per job (`scaling`, SKIP LOCKED).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub dead_tuples_per_job: Option<f64>,
 }
 
 impl Entry {
@@ -164,6 +189,14 @@ impl Entry {
             floor_p99_us: None,
             fairness: None,
             per_waiter: None,
+            strategy: None,
+            workers: None,
+            jobs_per_s: None,
+            max_parallel: None,
+            round_trips_per_job: None,
+            jobs_per_claim: None,
+            wal_bytes_per_job: None,
+            dead_tuples_per_job: None,
         })
     }
 }
