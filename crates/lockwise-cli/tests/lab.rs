@@ -550,3 +550,31 @@ fn a_user_directory_is_left_as_it_was() {
     let left: Vec<_> = std::fs::read_dir(dir.path()).unwrap().collect();
     assert!(left.is_empty(), "{left:?}");
 }
+
+/// `lockwise lab scaling` (on demand): the lesson's exercise 3 measured, both strategies with
+/// their table. The lock-guarded queue's prediction is structural (one worker inside at a
+/// time, no gain from more workers) and is checked; SKIP LOCKED's speed-up is the bench's
+/// business and only reported here.
+#[test]
+fn scaling_reports_both_strategies_and_the_lock_serializes() {
+    let (_code, doc) = lab(&Backend::file(), &["scaling"]);
+    assert_eq!(doc["scenario"], "scaling", "{doc}");
+    let lock = variant(&doc, "lock-guarded");
+    assert_eq!(lock["as_predicted"], true, "{lock}");
+    let skip = variant(&doc, "skip-locked");
+    let remarks: Vec<&str> = skip["remarks"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|r| r.as_str().unwrap())
+        .collect();
+    assert!(
+        remarks[0].contains("jobs/s") && remarks.len() >= 5,
+        "{remarks:?}"
+    );
+    assert!(
+        remarks.iter().any(|r| r.contains("by structure")),
+        "{remarks:?}"
+    );
+    println!("scaling: {}", skip["outcome"]);
+}

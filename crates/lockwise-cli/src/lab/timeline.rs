@@ -108,7 +108,10 @@ fn print_variant(clock: &Clock, v: &Variant) {
         .events
         .iter()
         .any(|e| matches!(e.what, What::JobEnqueued { .. }));
-    println!("   verdict: {}", verdict_line(&v.verdict, jobs));
+    // A measured scenario (scaling) records no events: its remarks carry what it saw.
+    if !v.events.is_empty() {
+        println!("   verdict: {}", verdict_line(&v.verdict, jobs));
+    }
     for remark in &v.remarks {
         println!("   {remark}");
     }

@@ -69,5 +69,6 @@ registry![
     check_then_delete,
     fencing,
     pauses,
-    queue_crash
+    queue_crash,
+    scaling
 ];
