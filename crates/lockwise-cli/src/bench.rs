@@ -12,6 +12,8 @@ use serde_json::json;
 
 use crate::exit::{self, Failure};
 
+mod chart;
+
 const EXIT_CODES: &str = "\
 Exit codes:
   0   every backend asked for was measured
@@ -68,6 +70,9 @@ struct QueueArgs {
     /// One JSON object on stdout: {"machine", "results": [...]}
     #[arg(long)]
     json: bool,
+    /// Also draw throughput against workers as an SVG chart into FILE
+    #[arg(long, value_name = "FILE")]
+    svg: Option<std::path::PathBuf>,
 }
 
 #[derive(Debug, clap::Args)]
@@ -89,6 +94,9 @@ struct LockArgs {
     /// One JSON object on stdout: {"machine", "servers", "results": [...]}
     #[arg(long)]
     json: bool,
+    /// Also draw the ratios to the floor as an SVG chart into FILE
+    #[arg(long, value_name = "FILE")]
+    svg: Option<std::path::PathBuf>,
 }
 
 pub(crate) async fn run(args: BenchArgs) -> u8 {
@@ -171,6 +179,9 @@ async fn bench_lock(a: LockArgs) -> Result<u8, Failure> {
         results.push(run_overhead(url, backend, plan.rounds, &tick).await?);
     }
     bar.finish_and_clear();
+    if let Some(file) = &a.svg {
+        chart::lock(file, &results)?;
+    }
     if a.json {
         let out = json!({
             "machine": machine(),
@@ -221,6 +232,9 @@ async fn bench_queue(a: QueueArgs) -> Result<u8, Failure> {
     let tick = || bar.inc(1);
     let results = lockwise::bench::scaling::scaling(&setup, plan, &tick).await?;
     bar.finish_and_clear();
+    if let Some(file) = &a.svg {
+        chart::scaling(file, &results)?;
+    }
     if a.json {
         let out = json!({
             "machine": machine(),

@@ -10,8 +10,11 @@ const BIN: &str = env!("CARGO_BIN_EXE_lockwise");
 
 #[test]
 fn bench_lock_smoke_measures_every_server_beside_its_floor() {
+    let dir = tempfile::tempdir().unwrap();
+    let svg = dir.path().join("lock.svg");
     let out = Command::new(BIN)
-        .args(["bench", "lock", "--smoke", "--json"])
+        .args(["bench", "lock", "--smoke", "--json", "--svg"])
+        .arg(&svg)
         .args(["--url", "redis://127.0.0.1:6379/"])
         .args(["--url", "postgres://postgres@127.0.0.1:5432/postgres"])
         .args(["--url", "mysql://root@127.0.0.1:3306/mysql"])
@@ -55,6 +58,14 @@ fn bench_lock_smoke_measures_every_server_beside_its_floor() {
             assert!(seen.contains(&format!("{bench}/{backend}")), "{seen:?}");
         }
     }
+    let chart = std::fs::read_to_string(&svg).unwrap();
+    assert!(
+        chart.starts_with("<svg") && chart.contains("</svg>"),
+        "{chart}"
+    );
+    for label in ["redis", "postgres", "mysql", "sequential", "concurrent"] {
+        assert!(chart.contains(label), "{label} missing from the chart");
+    }
 }
 
 #[test]
@@ -78,8 +89,19 @@ fn a_url_without_a_floor_or_a_server_is_refused() {
 /// LOCKED claims batches and reports the WAL and dead tuples its jobs leave.
 #[test]
 fn bench_queue_smoke_runs_the_lesson_s_exercise_3() {
+    let dir = tempfile::tempdir().unwrap();
+    let svg = dir.path().join("queue.svg");
     let out = Command::new(BIN)
-        .args(["bench", "queue", "--smoke", "--json", "--workers", "1,4"])
+        .args([
+            "bench",
+            "queue",
+            "--smoke",
+            "--json",
+            "--workers",
+            "1,4",
+            "--svg",
+        ])
+        .arg(&svg)
         .args(["--url", "postgres://postgres@127.0.0.1:5432/postgres"])
         .args(["--redis-url", "redis://127.0.0.1:6379/"])
         .output()
@@ -108,6 +130,11 @@ fn bench_queue_smoke_runs_the_lesson_s_exercise_3() {
             other => panic!("unknown strategy {other}"),
         }
     }
+    let chart = std::fs::read_to_string(&svg).unwrap();
+    assert!(
+        chart.starts_with("<svg") && chart.contains("skip-locked"),
+        "{chart}"
+    );
     let bad = Command::new(BIN)
         .args(["bench", "queue", "--smoke", "--workers", "0"])
         .output()
