@@ -47,7 +47,15 @@ struct QueueArgs {
     /// Redis]
     #[arg(long, value_name = "URL")]
     redis_url: Option<String>,
-    /// Worker counts to measure
+    /// Backlogs of the throughput bench (no-op jobs drained by 8 workers, batch 10); 0 skips it
+    #[arg(
+        long,
+        value_delimiter = ',',
+        default_value = "10000,100000",
+        value_name = "N,N,…"
+    )]
+    backlogs: Vec<u64>,
+    /// Worker counts of exercise 3; 0 skips it
     #[arg(
         long,
         value_delimiter = ',',
@@ -209,10 +217,22 @@ async fn bench_queue(a: QueueArgs) -> Result<u8, Failure> {
         .redis_url
         .clone()
         .unwrap_or_else(|| env("LOCKWISE_REDIS_URL", "redis://127.0.0.1:6379/"));
-    if a.workers.is_empty() || a.workers.contains(&0) || a.workers.iter().any(|&w| w > 256) {
-        return Err(Failure::usage("--workers takes counts from 1 to 256"));
+    let workers: Vec<usize> = a.workers.iter().copied().filter(|&w| w > 0).collect();
+    if workers.iter().any(|&w| w > 256) || (workers.is_empty() && a.workers != [0]) {
+        return Err(Failure::usage(
+            "--workers takes counts from 1 to 256, or 0 to skip exercise 3",
+        ));
+    }
+    let mut backlogs: Vec<u64> = a.backlogs.iter().copied().filter(|&n| n > 0).collect();
+    if backlogs.iter().any(|&n| n > 10_000_000) {
+        return Err(Failure::usage(
+            "--backlogs takes up to 10000000 jobs, or 0 to skip the throughput bench",
+        ));
     }
     let plan = if a.smoke {
+        if !backlogs.is_empty() {
+            backlogs = vec![500]; // a smoke run checks the bench, not the figures
+        }
         Plan::new(2, Duration::from_millis(300))
     } else {
         Plan::new(usize::from(a.rounds), a.round)
@@ -221,18 +241,27 @@ async fn bench_queue(a: QueueArgs) -> Result<u8, Failure> {
         lockwise::bench::describe(&pg).await?,
         lockwise::bench::describe(&redis).await?,
     ];
-    let mut setup = Scaling::new(pg, redis);
-    setup.workers = a.workers.clone();
+    let mut setup = Scaling::new(pg.clone(), redis);
+    setup.workers = workers;
     setup.io = a.io;
-    let ticks = (plan.rounds * setup.workers.len() * 2) as u64;
+    let ticks = (plan.rounds * (setup.workers.len() + backlogs.len()) * 2) as u64;
     let bar = ProgressBar::new(ticks).with_style(
-        ProgressStyle::with_template("{spinner} exercise 3 [{bar:30}] {pos}/{len} runs")
+        ProgressStyle::with_template("{spinner} {msg:18} [{bar:30}] {pos}/{len} runs")
             .unwrap_or_else(|_| ProgressStyle::default_bar()),
     );
     let tick = || bar.inc(1);
-    let results = lockwise::bench::scaling::scaling(&setup, plan, &tick).await?;
+    let mut drained = Vec::new();
+    for &backlog in &backlogs {
+        bar.set_message(format!("throughput {backlog}"));
+        drained.push(lockwise::bench::throughput(&pg, backlog, plan, &tick).await?);
+    }
+    let mut results = Vec::new();
+    if !setup.workers.is_empty() {
+        bar.set_message("exercise 3");
+        results = lockwise::bench::scaling::scaling(&setup, plan, &tick).await?;
+    }
     bar.finish_and_clear();
-    if let Some(file) = &a.svg {
+    if let (Some(file), false) = (&a.svg, results.is_empty()) {
         chart::scaling(file, &results)?;
     }
     if a.json {
@@ -241,24 +270,64 @@ async fn bench_queue(a: QueueArgs) -> Result<u8, Failure> {
             "servers": servers,
             "plan": {"rounds": plan.rounds, "round_ms": plan.round.as_millis() as u64,
                      "io_ms": setup.io.as_secs_f64() * 1e3},
-            "results": results,
+            "results": drained.iter().chain(&results).collect::<Vec<_>>(),
         });
         println!("{out}");
     } else {
-        print_scaling(&servers, plan, &setup, &results);
+        print_throughput(&servers, plan, &drained);
+        if !results.is_empty() {
+            print_scaling(plan, &setup, &results);
+        }
     }
     Ok(0)
 }
 
-/// The exercise-3 table, with the lesson's structural reason beside the figures.
-fn print_scaling(servers: &[ServerInfo], plan: Plan, setup: &Scaling, results: &[Entry]) {
+/// The header, and the throughput table against the raw floor.
+fn print_throughput(servers: &[ServerInfo], plan: Plan, drained: &[Entry]) {
     let cores = std::thread::available_parallelism().map_or(0, usize::from);
-    println!(
-        "lockwise bench queue — the lesson's exercise 3, {cores} cores, servers on this machine:"
-    );
+    println!("lockwise bench queue — {cores} cores, servers on this machine:");
     for info in servers {
-        println!("  {} {}", info.backend, info.version);
+        let settings: Vec<String> = info
+            .settings
+            .iter()
+            .map(|(k, v)| format!("{k}={v}"))
+            .collect();
+        println!(
+            "  {} {} ({})",
+            info.backend,
+            info.version,
+            settings.join(", ")
+        );
     }
+    if drained.is_empty() {
+        return;
+    }
+    println!(
+        "\nthroughput: no-op jobs drained by one Worker (8 handlers, batch 10) against the naive \
+         claim-10 + complete loop\nissued raw by 8 tasks on the same table; {} rounds per side, \
+         alternating; median [min–max]\n",
+        plan.rounds
+    );
+    println!(
+        "{:>8}  {:<24} {:<24} {:<18} n_dead_tup peak / end",
+        "backlog", "lockwise jobs/s", "floor jobs/s", "ratio"
+    );
+    for e in drained {
+        println!(
+            "{:>8}  {:<24} {:<24} {:<18} {} / {}",
+            e.backlog.unwrap_or(0),
+            spread(&e.lockwise),
+            e.floor.as_ref().map_or_else(|| "-".to_owned(), spread),
+            e.ratio.as_ref().map_or_else(|| "-".to_owned(), spread),
+            e.dead_tuples_peak.unwrap_or(0),
+            e.dead_tuples_end.unwrap_or(0),
+        );
+    }
+}
+
+/// The exercise-3 table, with the lesson's structural reason beside the figures.
+fn print_scaling(plan: Plan, setup: &Scaling, results: &[Entry]) {
+    println!("\nthe lesson's exercise 3:");
     println!(
         "{} runs of {:?} per strategy and worker count, alternating; {:?} of I/O per job; median\n",
         plan.rounds, plan.round, setup.io

@@ -81,7 +81,6 @@ enum Command {
 }
 
 fn main() -> ExitCode {
-    init_tracing();
     let cli = match Cli::try_parse_from(std::env::args_os().collect::<Vec<OsString>>()) {
         Ok(cli) => cli,
         Err(e) => {
@@ -94,6 +93,8 @@ fn main() -> ExitCode {
         }
     };
     let mut cli = cli;
+    // Only `queue work` writes a line per job; a bench draining a queue must not.
+    init_tracing(matches!(&cli.command, Command::Queue(args) if args.is_work()));
     if let Some(file) = cli.password_file.take()
         && let Err(message) = apply_password_file(&mut cli.command, &file)
     {
@@ -197,11 +198,16 @@ fn man(command: Option<&str>) -> ExitCode {
 /// slow-statement notices and the library's own "lock lost" warning left out: the commands
 /// report a database that does not answer, and a lost lock, once, themselves; plus the queue
 /// worker's one info line per job, which only `queue work` writes).
-fn init_tracing() {
+fn init_tracing(per_job_lines: bool) {
     let filter = tracing_subscriber::EnvFilter::try_from_env("LOCKWISE_LOG").unwrap_or_else(|_| {
-        tracing_subscriber::EnvFilter::new(
-            "warn,sqlx::query=error,lockwise::guard=error,lockwise::queue::worker=info",
-        )
+        let per_job = if per_job_lines {
+            ",lockwise::queue::worker=info"
+        } else {
+            ""
+        };
+        tracing_subscriber::EnvFilter::new(format!(
+            "warn,sqlx::query=error,lockwise::guard=error{per_job}"
+        ))
     });
     use std::io::IsTerminal;
     tracing_subscriber::fmt()

@@ -653,6 +653,11 @@ async fn handle(handler: &Handler, job: JobContext) -> Result<(), String> {
 }
 
 impl QueueArgs {
+    /// Whether this is `queue work`, the one command that logs a line per job.
+    pub(crate) fn is_work(&self) -> bool {
+        matches!(self.command, QueueCommand::Work(_))
+    }
+
     /// The database URL, for `--password-file`.
     pub(crate) fn urls_mut(&mut self) -> Vec<&mut String> {
         let conn = match &mut self.command {

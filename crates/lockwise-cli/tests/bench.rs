@@ -84,7 +84,8 @@ fn a_url_without_a_floor_or_a_server_is_refused() {
     assert_eq!(refused.status.code(), Some(69), "{refused:?}");
 }
 
-/// `bench queue --smoke`: both strategies at each worker count, with what is counted. The lock
+/// `bench queue --smoke`: the throughput bench beside its raw floor, then exercise 3: both
+/// strategies at each worker count, with what is counted. The lock
 /// serializes: never more than one lock-guarded worker inside a job, one job per claim; SKIP
 /// LOCKED claims batches and reports the WAL and dead tuples its jobs leave.
 #[test]
@@ -109,8 +110,26 @@ fn bench_queue_smoke_runs_the_lesson_s_exercise_3() {
     assert!(out.status.success(), "{out:?}");
     let report: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
     let results = report["results"].as_array().unwrap();
-    assert_eq!(results.len(), 4, "{report}");
-    for r in results {
+    assert_eq!(results.len(), 5, "{report}");
+    let drained = &results[0];
+    assert_eq!(
+        (&drained["bench"], &drained["backlog"]),
+        (&serde_json::json!("throughput"), &serde_json::json!(500)),
+        "{drained}"
+    );
+    assert!(
+        drained["ratio"]["median"].as_f64().unwrap() > 0.0,
+        "{drained}"
+    );
+    assert!(
+        drained["floor"]["median"].as_f64().unwrap() > 0.0,
+        "{drained}"
+    );
+    assert!(
+        drained["dead_tuples_peak"].as_i64().unwrap() >= 0,
+        "{drained}"
+    );
+    for r in &results[1..] {
         assert_eq!(r["bench"], "scaling", "{r}");
         assert!(r["jobs_per_s"].as_f64().unwrap() > 0.0, "{r}");
         let trips = r["round_trips_per_job"].as_f64().unwrap();
@@ -136,7 +155,7 @@ fn bench_queue_smoke_runs_the_lesson_s_exercise_3() {
         "{chart}"
     );
     let bad = Command::new(BIN)
-        .args(["bench", "queue", "--smoke", "--workers", "0"])
+        .args(["bench", "queue", "--smoke", "--workers", "300"])
         .output()
         .unwrap();
     assert_eq!(bad.status.code(), Some(64), "{bad:?}");

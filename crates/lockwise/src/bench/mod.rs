@@ -22,6 +22,7 @@ pub mod lock;
 pub mod scaling;
 mod server;
 mod stats;
+mod throughput;
 
 use std::time::Duration;
 
@@ -30,6 +31,7 @@ use serde::Serialize;
 pub use floor::Floor;
 pub use server::{ServerInfo, describe};
 pub use stats::{Spread, percentile_us};
+pub use throughput::throughput;
 
 use crate::error::{Error, Result};
 
@@ -117,6 +119,16 @@ pub struct Entry {
     /// Dead row versions left per job (`scaling`, SKIP LOCKED).
     #[serde(skip_serializing_if = "Option::is_none")]
     pub dead_tuples_per_job: Option<f64>,
+    /// Jobs enqueued before the drain (`throughput`).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub backlog: Option<u64>,
+    /// The most dead row versions of the jobs table seen while lockwise drained it
+    /// (`throughput`; sampled every 200 ms).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub dead_tuples_peak: Option<i64>,
+    /// Dead row versions left when lockwise's last drain ended (`throughput`).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub dead_tuples_end: Option<i64>,
 }
 
 impl Entry {
@@ -197,6 +209,9 @@ impl Entry {
             jobs_per_claim: None,
             wal_bytes_per_job: None,
             dead_tuples_per_job: None,
+            backlog: None,
+            dead_tuples_peak: None,
+            dead_tuples_end: None,
         })
     }
 }

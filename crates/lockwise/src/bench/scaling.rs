@@ -334,13 +334,13 @@ async fn dead_tuples(control: &mut PgConnection, schema_name: &str) -> Result<i6
     ))
     .execute(&mut *control)
     .await?;
-    Ok(sqlx::query_scalar(include_str!(
-        "../../sql/postgres/bench/scaling_dead_tuples.sql"
-    ))
-    .bind(schema_name)
-    .fetch_optional(&mut *control)
-    .await?
-    .unwrap_or(0))
+    Ok(
+        sqlx::query_scalar(include_str!("../../sql/postgres/bench/dead_tuples.sql"))
+            .bind(schema_name)
+            .fetch_optional(&mut *control)
+            .await?
+            .unwrap_or(0),
+    )
 }
 
 /// The lesson's lock-guarded worker: lock, oldest pending job, mark it running, process it,

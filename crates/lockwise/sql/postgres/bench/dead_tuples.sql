@@ -1,4 +1,4 @@
--- Dead row versions of the bench's job table (the statistics of closed sessions included).
+-- Dead row versions of a bench's table "jobs" (the statistics of closed sessions included).
 -- $1 schema name
 SELECT coalesce(n_dead_tup, 0) FROM pg_stat_user_tables
  WHERE schemaname = $1 AND relname = 'jobs'

@@ -1,0 +1,246 @@
+//! Queue throughput against its floor: a backlog of no-op jobs drained by lockwise's
+//! [`Worker`] (8 handlers, batches of 10), and by the naive SKIP LOCKED claim-10 + complete
+//! loop issued raw by 8 tasks on the same table, side by side in one run. pgbench is not
+//! required: the floor is a raw loop of the same two statements.
+//!
+//! The dead row versions of the table are sampled every 200 ms while each side drains, counted
+//! from their value when the drain starts: their peak and their value at the end are reported
+//! with lockwise's figure (PostgreSQL publishes the statistics with a delay of up to a
+//! second, so they are estimates).
+
+use std::sync::Arc;
+use std::sync::atomic::{AtomicI64, Ordering};
+use std::time::Duration;
+
+use sqlx::{AssertSqlSafe, PgPool};
+use tokio::time::{Instant, sleep};
+use tokio_util::sync::CancellationToken;
+
+use super::{Entry, Plan};
+use crate::db::postgres::Schema;
+use crate::error::{Error, Result};
+use crate::queue::{Queue, Worker};
+
+/// The queue's name in the bench's store.
+const QUEUE: &str = "bench";
+/// Handlers at once, and tasks of the floor.
+const WORKERS: usize = 8;
+/// Jobs per claim, both sides.
+const BATCH: i64 = 10;
+
+struct Statements {
+    truncate: String,
+    fill: String,
+    claim: String,
+    complete: String,
+}
+
+/// Drains a backlog of `backlog` no-op jobs, `plan.rounds` times per side, lockwise and the
+/// floor alternating; unit jobs/s. The store is a schema of the bench's own on `url`, dropped
+/// at the end.
+pub async fn throughput(
+    url: &str,
+    backlog: u64,
+    plan: Plan,
+    tick: &(dyn Fn() + Sync),
+) -> Result<Entry> {
+    let pool = crate::db::postgres::pool(url, (WORKERS + 6) as u32).await?;
+    let name = format!(
+        "lockwise_bench_q_{}_{:04x}",
+        std::process::id(),
+        rand::random::<u16>()
+    );
+    let schema = Schema::new(&name)?;
+    let queue = Queue::with_schema(pool.clone(), &name, QUEUE)?;
+    queue.migrate().await?;
+    let sql = |text: &str| schema.sql(text).0;
+    let statements = Statements {
+        truncate: sql(include_str!("../../sql/postgres/bench/queue_truncate.sql")),
+        fill: sql(include_str!("../../sql/postgres/bench/queue_fill.sql")),
+        claim: sql(include_str!(
+            "../../sql/postgres/bench/queue_floor_claim.sql"
+        )),
+        complete: sql(include_str!(
+            "../../sql/postgres/bench/queue_floor_complete.sql"
+        )),
+    };
+    let outcome = rounds(&queue, &pool, &statements, &name, backlog, plan, tick).await;
+    let dropped =
+        sqlx::raw_sql(schema.sql(include_str!("../../sql/postgres/bench/scaling_drop.sql")))
+            .execute(&pool)
+            .await;
+    pool.close().await;
+    let entry = outcome?;
+    dropped?;
+    Ok(entry)
+}
+
+#[allow(clippy::too_many_arguments)]
+async fn rounds(
+    queue: &Queue,
+    pool: &PgPool,
+    sql: &Statements,
+    schema_name: &str,
+    backlog: u64,
+    plan: Plan,
+    tick: &(dyn Fn() + Sync),
+) -> Result<Entry> {
+    let backlog = i64::try_from(backlog.max(1)).unwrap_or(i64::MAX);
+    let (mut ours, mut raw) = (Vec::new(), Vec::new());
+    let (mut peak, mut end) = (0i64, 0i64);
+    for round in 0..plan.rounds {
+        let order = if round.is_multiple_of(2) {
+            [true, false]
+        } else {
+            [false, true]
+        };
+        for lockwise in order {
+            sqlx::query(AssertSqlSafe(sql.truncate.clone()))
+                .execute(pool)
+                .await?;
+            sqlx::query(AssertSqlSafe(sql.fill.clone()))
+                .bind(QUEUE)
+                .bind(backlog)
+                .execute(pool)
+                .await?;
+            let sampler = DeadTuples::start(pool.clone(), schema_name.to_owned()).await;
+            let started = Instant::now();
+            let done = if lockwise {
+                drain_with_worker(queue).await?
+            } else {
+                drain_raw(pool, sql).await?
+            };
+            let took = started.elapsed();
+            let (most, last) = sampler.stop().await;
+            if done < backlog as u64 {
+                return Err(Error::config(format!(
+                    "the throughput bench drained {done} of {backlog} jobs"
+                )));
+            }
+            let rate = done as f64 / took.as_secs_f64();
+            if lockwise {
+                ours.push(rate);
+                peak = peak.max(most);
+                end = last;
+            } else {
+                raw.push(rate);
+            }
+            tick();
+        }
+    }
+    let mut entry = Entry::compare("throughput", "postgres", "jobs/s", &ours, &raw)?;
+    entry.tasks = Some(WORKERS);
+    entry.backlog = Some(backlog as u64);
+    entry.dead_tuples_peak = Some(peak);
+    entry.dead_tuples_end = Some(end);
+    Ok(entry)
+}
+
+/// lockwise's side: one worker, 8 handlers, batches of 10, no-op handler, until drained.
+async fn drain_with_worker(queue: &Queue) -> Result<u64> {
+    let report = Worker::new(queue.clone())
+        .concurrency(WORKERS)
+        .batch(BATCH as usize)
+        .poll_interval(Duration::from_millis(20))
+        .until_idle(true)
+        .run(
+            |_job| async { Ok::<_, String>(()) },
+            CancellationToken::new(),
+        )
+        .await?;
+    Ok(report.done)
+}
+
+/// The floor: 8 tasks, each claiming 10 with the naive statement and completing them, until
+/// a claim finds nothing.
+async fn drain_raw(pool: &PgPool, sql: &Statements) -> Result<u64> {
+    let mut set = tokio::task::JoinSet::new();
+    for _ in 0..WORKERS {
+        let (pool, claim, complete) = (pool.clone(), sql.claim.clone(), sql.complete.clone());
+        set.spawn(async move {
+            let mut done = 0u64;
+            loop {
+                let ids: Vec<i64> = sqlx::query_scalar(AssertSqlSafe(claim.clone()))
+                    .bind(QUEUE)
+                    .bind(BATCH)
+                    .fetch_all(&pool)
+                    .await?;
+                if ids.is_empty() {
+                    return Ok::<_, Error>(done);
+                }
+                sqlx::query(AssertSqlSafe(complete.clone()))
+                    .bind(&ids)
+                    .execute(&pool)
+                    .await?;
+                done += ids.len() as u64;
+            }
+        });
+    }
+    let mut done = 0;
+    while let Some(joined) = set.join_next().await {
+        done += joined.map_err(|e| Error::config(format!("a bench task failed: {e}")))??;
+    }
+    Ok(done)
+}
+
+/// Samples the table's dead tuples every 200 ms until stopped.
+struct DeadTuples {
+    stop: CancellationToken,
+    most: Arc<AtomicI64>,
+    task: tokio::task::JoinHandle<()>,
+    pool: PgPool,
+    schema: String,
+    base: i64,
+}
+
+impl DeadTuples {
+    /// Starts sampling; figures count from the value now (the statistics of a truncated table
+    /// may lag behind).
+    async fn start(pool: PgPool, schema: String) -> Self {
+        let base = dead_tuples(&pool, &schema).await.unwrap_or(0);
+        let stop = CancellationToken::new();
+        let most = Arc::new(AtomicI64::new(0));
+        let task = tokio::spawn({
+            let (stop, most, pool, schema) =
+                (stop.clone(), most.clone(), pool.clone(), schema.clone());
+            async move {
+                while !stop.is_cancelled() {
+                    if let Ok(n) = dead_tuples(&pool, &schema).await {
+                        most.fetch_max(n - base, Ordering::Relaxed);
+                    }
+                    tokio::select! {
+                        () = stop.cancelled() => {}
+                        () = sleep(Duration::from_millis(200)) => {}
+                    }
+                }
+            }
+        });
+        DeadTuples {
+            stop,
+            most,
+            task,
+            pool,
+            schema,
+            base,
+        }
+    }
+
+    /// The peak seen and the value now.
+    async fn stop(self) -> (i64, i64) {
+        self.stop.cancel();
+        let _ = self.task.await;
+        let last = (dead_tuples(&self.pool, &self.schema).await.unwrap_or(0) - self.base).max(0);
+        let most = self.most.load(Ordering::Relaxed).max(last);
+        (most, last)
+    }
+}
+
+async fn dead_tuples(pool: &PgPool, schema: &str) -> Result<i64> {
+    Ok(
+        sqlx::query_scalar(include_str!("../../sql/postgres/bench/dead_tuples.sql"))
+            .bind(schema)
+            .fetch_optional(pool)
+            .await?
+            .unwrap_or(0),
+    )
+}
