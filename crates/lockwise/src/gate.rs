@@ -48,9 +48,11 @@ impl Gates {
     /// Cancel safe: a dropped call leaves the line without ever holding the pass.
     pub(crate) async fn enter(self: &Arc<Self>, key: &str) -> Pass {
         let queue = self.queue(key);
+        // Made before the wait, so that a cancelled wait still forgets an unused queue.
+        let mut pass = self.pass(key, None);
         // Never closed: the semaphore lives as long as someone holds a clone of it.
-        let permit = queue.acquire_owned().await.ok();
-        self.pass(key, permit)
+        pass.permit = queue.acquire_owned().await.ok();
+        pass
     }
 
     fn pass(self: &Arc<Self>, key: &str, permit: Option<OwnedSemaphorePermit>) -> Pass {
@@ -107,5 +109,23 @@ mod tests {
         }
         assert_eq!(*order.lock().unwrap(), vec![0, 1, 2]);
         assert!(gates.queues.lock().unwrap().is_empty());
+    }
+
+    /// A waiter cancelled after the holder passed the key on to it, before it woke: the queue
+    /// is still forgotten.
+    #[tokio::test]
+    async fn a_waiter_cancelled_as_it_is_handed_the_pass_leaves_no_queue_behind() {
+        let gates = Arc::new(Gates::default());
+        let held = gates.try_enter("k").unwrap();
+        let waiter = {
+            let gates = gates.clone();
+            tokio::spawn(async move { gates.enter("k").await })
+        };
+        tokio::task::yield_now().await; // the waiter is in line
+        drop(held); // the pass goes to the waiter, which has not run since
+        waiter.abort();
+        assert!(waiter.await.unwrap_err().is_cancelled());
+        assert!(gates.queues.lock().unwrap().is_empty());
+        assert!(gates.try_enter("k").is_some(), "free again");
     }
 }
