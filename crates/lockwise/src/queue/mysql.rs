@@ -55,9 +55,10 @@ const DEAD: &str = sql!("dead.sql");
 const RETRY: &str = sql!("retry.sql");
 const DELETE_FINISHED: &str = sql!("delete_finished.sql");
 const DELETE_FINISHED_EVERYWHERE: &str = sql!("delete_finished_everywhere.sql");
-const JOB: &str = sql!("job.sql");
-const LIST_WAITING: &str = sql!("list_waiting.sql");
-const LIST_STATE: &str = sql!("list_state.sql");
+/// The columns of a job (`job_select.sql`), then the WHERE clause of each lookup.
+const JOB: &str = concat!(sql!("job_select.sql"), sql!("job.sql"));
+const LIST_WAITING: &str = concat!(sql!("job_select.sql"), sql!("list_waiting.sql"));
+const LIST_STATE: &str = concat!(sql!("job_select.sql"), sql!("list_state.sql"));
 const CANCEL: &str = sql!("cancel.sql");
 const RELEASE_KEY: &str = sql!("release_key.sql");
 

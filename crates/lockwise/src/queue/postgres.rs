@@ -99,9 +99,9 @@ impl Statements {
             retry: sql!("retry.sql"),
             delete_finished: sql!("delete_finished.sql"),
             delete_finished_everywhere: sql!("delete_finished_everywhere.sql"),
-            job: sql!("job.sql"),
-            list_waiting: sql!("list_waiting.sql"),
-            list_state: sql!("list_state.sql"),
+            job: format!("{}{}", sql!("job_select.sql"), sql!("job.sql")),
+            list_waiting: format!("{}{}", sql!("job_select.sql"), sql!("list_waiting.sql")),
+            list_state: format!("{}{}", sql!("job_select.sql"), sql!("list_state.sql")),
             cancel: sql!("cancel.sql"),
             release_key: sql!("release_key.sql"),
         }

@@ -1,16 +1,4 @@
--- One queue's jobs waiting to run, in the order they will: ready (? true) or scheduled
--- (? false). ? queue, ? ready, ? limit
-SELECT CAST(id AS SIGNED) AS id, queue,
-       CASE WHEN state = 'available' AND run_at > NOW(6) THEN 'scheduled'
-            WHEN state = 'available' THEN 'ready'
-            ELSE state END AS state,
-       priority, attempt, max_attempts, COALESCE(idempotency_key, released_key) AS idempotency_key,
-       payload, worker, last_error,
-       COALESCE(errors, '[]') AS errors,
-       CAST(UNIX_TIMESTAMP(created_at) * 1000000 AS SIGNED) AS created_us,
-       CAST(UNIX_TIMESTAMP(run_at) * 1000000 AS SIGNED) AS run_us,
-       CAST(UNIX_TIMESTAMP(finished_at) * 1000000 AS SIGNED) AS finished_us,
-       CAST(UNIX_TIMESTAMP(lease_until) * 1000000 AS SIGNED) AS lease_us
-  FROM {jobs}
+-- The WHERE clause after job_select.sql: one queue's jobs waiting to run, in the order they
+-- will, ready (? true) or scheduled (? false). ? queue, ? ready, ? limit
  WHERE queue = ? AND state = 'available' AND (run_at <= NOW(6)) = ?
  ORDER BY priority, run_at, id LIMIT ?

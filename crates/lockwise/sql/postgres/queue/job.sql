@@ -1,13 +1,2 @@
--- One job of any queue in the schema, times in µs since the Unix epoch. $1 id
-SELECT id, queue,
-       CASE WHEN state = 'available' AND run_at > now() THEN 'scheduled'
-            WHEN state = 'available' THEN 'ready'
-            ELSE state END AS state,
-       priority, attempt, max_attempts, COALESCE(idempotency_key, released_key) AS idempotency_key,
-       payload, worker, last_error, errors,
-       (extract(epoch FROM created_at) * 1000000)::bigint AS created_us,
-       (extract(epoch FROM run_at) * 1000000)::bigint AS run_us,
-       (extract(epoch FROM finished_at) * 1000000)::bigint AS finished_us,
-       (extract(epoch FROM lease_until) * 1000000)::bigint AS lease_us
-  FROM {schema}.jobs
+-- The WHERE clause after job_select.sql: one job of any queue in the schema. $1 id
  WHERE id = $1

@@ -1,15 +1,4 @@
--- One queue's jobs waiting to run, in the order they will: ready ($2 true) or
--- scheduled ($2 false). $1 queue, $2 ready, $3 limit
-SELECT id, queue,
-       CASE WHEN state = 'available' AND run_at > now() THEN 'scheduled'
-            WHEN state = 'available' THEN 'ready'
-            ELSE state END AS state,
-       priority, attempt, max_attempts, COALESCE(idempotency_key, released_key) AS idempotency_key,
-       payload, worker, last_error, errors,
-       (extract(epoch FROM created_at) * 1000000)::bigint AS created_us,
-       (extract(epoch FROM run_at) * 1000000)::bigint AS run_us,
-       (extract(epoch FROM finished_at) * 1000000)::bigint AS finished_us,
-       (extract(epoch FROM lease_until) * 1000000)::bigint AS lease_us
-  FROM {schema}.jobs
+-- The WHERE clause after job_select.sql: one queue's jobs waiting to run, in the order they
+-- will, ready ($2 true) or scheduled ($2 false). $1 queue, $2 ready, $3 limit
  WHERE queue = $1 AND state = 'available' AND (run_at <= now()) = $2
  ORDER BY priority, run_at, id LIMIT $3
