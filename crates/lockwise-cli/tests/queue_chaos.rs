@@ -22,8 +22,10 @@ fn runtime() -> tokio::runtime::Runtime {
     tokio::runtime::Runtime::new().unwrap()
 }
 
-fn open(url: &str, schema: &str) -> Queue {
-    runtime().block_on(async {
+/// Opens the queue on `rt`, the runtime that then uses it: a pool opened on a runtime that is
+/// gone fails its next call ("the Tokio context is being shut down").
+fn open(rt: &tokio::runtime::Runtime, url: &str, schema: &str) -> Queue {
+    rt.block_on(async {
         lockwise::queue::connect(url, ConnectOptions::default().queue("q").schema(schema))
             .await
             .unwrap()
@@ -52,8 +54,8 @@ fn worker(url: &str, schema: &str, effects: &std::path::Path) -> Child {
 /// Drains `JOBS` jobs with `WORKERS` workers, killing one every `KILL_EVERY`, and calling
 /// `midway` once when a third is done.
 fn drain_under_kills(url: &str, schema: &str, mut midway: impl FnMut()) {
-    let queue = open(url, schema);
     let rt = runtime();
+    let queue = open(&rt, url, schema);
     let ids: BTreeSet<i64> = rt
         .block_on(queue.enqueue_many((0..JOBS).map(|n| Job::new(serde_json::json!({ "n": n })))))
         .unwrap()
