@@ -33,8 +33,9 @@ enum BenchCommand {
     /// Lock cycles (sequential and concurrent) against the raw round trips, a contended
     /// handoff, and the cost of `lockwise run`
     Lock(LockArgs),
-    /// The lesson's exercise 3: a queue guarded by a Redis lock against FOR UPDATE SKIP LOCKED,
-    /// with 1, 2, 4 and 8 workers and 5 ms of simulated I/O per job
+    /// Queue throughput against the raw claim-and-complete floor (no-op jobs, backlogs of 10k
+    /// and 100k), then the lesson's exercise 3: a queue guarded by a Redis lock against FOR
+    /// UPDATE SKIP LOCKED, with 1, 2, 4 and 8 workers and 5 ms of simulated I/O per job
     Queue(QueueArgs),
 }
 
@@ -72,10 +73,11 @@ struct QueueArgs {
     /// How long one run lasts
     #[arg(long, default_value = "2s", value_parser = crate::duration::parse, value_name = "DURATION")]
     round: Duration,
-    /// A quick run that checks the bench works (2 rounds of 300ms): its figures mean little
+    /// A quick run that checks the bench works (2 rounds of 300ms, a backlog of 500): its
+    /// figures mean little
     #[arg(long, conflicts_with_all = ["rounds", "round"])]
     smoke: bool,
-    /// One JSON object on stdout: {"machine", "results": [...]}
+    /// One JSON object on stdout: {"machine", "servers", "plan", "results": [...]}
     #[arg(long)]
     json: bool,
     /// Also draw throughput against workers as an SVG chart into FILE
@@ -227,6 +229,11 @@ async fn bench_queue(a: QueueArgs) -> Result<u8, Failure> {
     if backlogs.iter().any(|&n| n > 10_000_000) {
         return Err(Failure::usage(
             "--backlogs takes up to 10000000 jobs, or 0 to skip the throughput bench",
+        ));
+    }
+    if backlogs.is_empty() && workers.is_empty() {
+        return Err(Failure::usage(
+            "nothing to measure: --backlogs 0 and --workers 0 skip both parts",
         ));
     }
     let plan = if a.smoke {
