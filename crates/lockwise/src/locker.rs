@@ -130,7 +130,9 @@ impl Locker {
     }
 
     /// One attempt: `Ok(Some(guard))` when granted, `Ok(None)` when someone else holds the
-    /// lock (not an error).
+    /// lock (not an error). With [`LockOptions::fair`] (the default), `Ok(None)` also comes at
+    /// once, without a round trip, while another task of this locker holds or waits for the
+    /// key.
     ///
     /// # Cancel safety
     ///
@@ -155,7 +157,9 @@ impl Locker {
     }
 
     /// Waits for the lock: until it is granted, [`LockOptions::wait`] runs out
-    /// ([`Error::WaitTimeout`]), or the retry strategy gives up (also `WaitTimeout`).
+    /// ([`Error::WaitTimeout`]), or the retry strategy gives up (also `WaitTimeout`). With
+    /// [`LockOptions::fair`] (the default) the tasks of this locker that wait for the key take
+    /// turns first come, first served; only the first of them asks the server.
     /// Transient backend failures are retried like a held lock; if the wait ends on one, that
     /// error is returned instead of `WaitTimeout`.
     ///
