@@ -69,17 +69,9 @@ pub async fn describe(url: &str) -> Result<ServerInfo> {
             let row = sqlx::query(include_str!("../../sql/postgres/bench/server.sql"))
                 .fetch_one(&mut conn)
                 .await?;
-            let settings = ["fsync", "synchronous_commit"]
-                .into_iter()
-                .map(|name| Ok((name.to_owned(), row.try_get::<String, _>(name)?)))
-                .collect::<Result<Vec<_>>>()?;
-            let version = row.try_get("version")?;
+            let info = from_row("postgres", &row, &["fsync", "synchronous_commit"]);
             let _ = conn.close().await;
-            Ok(ServerInfo {
-                backend: "postgres".to_owned(),
-                version,
-                settings,
-            })
+            info
         }
         BackendUrl::Mysql(url) => {
             let options = crate::db::mysql::connect_options(&url)?;
@@ -89,20 +81,34 @@ pub async fn describe(url: &str) -> Result<ServerInfo> {
             let row = sqlx::query(include_str!("../../sql/mysql/bench/server.sql"))
                 .fetch_one(&mut conn)
                 .await?;
-            let settings = ["innodb_flush_log_at_trx_commit", "sync_binlog"]
-                .into_iter()
-                .map(|name| Ok((name.to_owned(), row.try_get::<String, _>(name)?)))
-                .collect::<Result<Vec<_>>>()?;
-            let version = row.try_get("version")?;
+            let info = from_row(
+                "mysql",
+                &row,
+                &["innodb_flush_log_at_trx_commit", "sync_binlog"],
+            );
             let _ = conn.close().await;
-            Ok(ServerInfo {
-                backend: "mysql".to_owned(),
-                version,
-                settings,
-            })
+            info
         }
         _ => Err(Error::config(format!(
             "{shown} names no server to describe"
         ))),
     }
+}
+
+/// A database's answer to its `server.sql`: the `version` column and the named settings.
+fn from_row<R>(backend: &str, row: &R, names: &[&str]) -> Result<ServerInfo>
+where
+    R: Row,
+    for<'r> String: sqlx::Decode<'r, R::Database> + sqlx::Type<R::Database>,
+    for<'n> &'n str: sqlx::ColumnIndex<R>,
+{
+    let settings = names
+        .iter()
+        .map(|name| Ok(((*name).to_owned(), row.try_get::<String, _>(*name)?)))
+        .collect::<Result<Vec<_>>>()?;
+    Ok(ServerInfo {
+        backend: backend.to_owned(),
+        version: row.try_get("version")?,
+        settings,
+    })
 }
