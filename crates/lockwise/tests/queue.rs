@@ -3,7 +3,7 @@
 
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
-use std::collections::HashSet;
+use std::collections::{HashMap, HashSet};
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, AtomicU32, Ordering};
 use std::time::Duration;
@@ -984,6 +984,95 @@ async fn at_the_end_of_the_grace_handlers_are_asked_to_stop(q: Queue) {
     );
 }
 
+/// A worker prefetches only short jobs: two workers of one handler each share long jobs
+/// instead of the first claiming them all while the second idles.
+async fn long_jobs_are_not_prefetched_away_from_an_idle_worker(q: Queue) {
+    let hold = Duration::from_millis(400);
+    for i in 0..4 {
+        q.enqueue(Job::new(json!({ "n": i }))).await.unwrap();
+    }
+    let ran: Arc<std::sync::Mutex<Vec<&'static str>>> = Arc::default();
+    let stop = CancellationToken::new();
+    let started = Instant::now();
+    let mut workers = Vec::new();
+    for name in ["a", "b"] {
+        let ran = ran.clone();
+        workers.push(tokio::spawn(fast(&q).concurrency(1).until_idle(true).run(
+            move |_job| {
+                let ran = ran.clone();
+                async move {
+                    ran.lock().unwrap().push(name);
+                    sleep(hold).await;
+                    Ok::<_, String>(())
+                }
+            },
+            stop.clone(),
+        )));
+        // The first claims before the second starts.
+        sleep(Duration::from_millis(100)).await;
+    }
+    for worker in workers {
+        worker.await.unwrap().unwrap();
+    }
+    let ran = ran.lock().unwrap().clone();
+    let by_b = ran.iter().filter(|w| **w == "b").count();
+    assert_eq!(ran.len(), 4, "{ran:?}");
+    assert!(by_b >= 1, "the second worker ran nothing: {ran:?}");
+    assert!(started.elapsed() < hold * 4, "{:?}", started.elapsed());
+}
+
+/// Short jobs are claimed ahead of free handlers (several claims in flight, jobs waiting for
+/// a handler): every job still runs exactly once and ends done.
+async fn prefetched_short_jobs_each_run_once(q: Queue) {
+    let n = 3_000;
+    q.enqueue_many((0..n).map(|i| Job::new(json!({ "n": i }))))
+        .await
+        .unwrap();
+    let seen: Arc<std::sync::Mutex<HashMap<i64, u32>>> = Arc::default();
+    let running = Arc::new(std::sync::atomic::AtomicUsize::new(0));
+    let most = Arc::new(std::sync::atomic::AtomicUsize::new(0));
+    let (s, r, m) = (seen.clone(), running.clone(), most.clone());
+    let report = fast(&q)
+        .concurrency(4)
+        .batch(8)
+        .until_idle(true)
+        .run(
+            move |job| {
+                let (s, r, m) = (s.clone(), r.clone(), m.clone());
+                async move {
+                    use std::sync::atomic::Ordering::SeqCst;
+                    let now = r.fetch_add(1, SeqCst) + 1;
+                    m.fetch_max(now, SeqCst);
+                    *s.lock()
+                        .unwrap()
+                        .entry(job.payload["n"].as_i64().unwrap())
+                        .or_default() += 1;
+                    tokio::task::yield_now().await;
+                    r.fetch_sub(1, SeqCst);
+                    Ok::<_, String>(())
+                }
+            },
+            CancellationToken::new(),
+        )
+        .await
+        .unwrap();
+    assert_eq!(report.done, n);
+    {
+        let seen = seen.lock().unwrap();
+        assert_eq!(seen.len(), usize::try_from(n).unwrap());
+        assert!(seen.values().all(|&times| times == 1));
+    }
+    assert!(
+        most.load(std::sync::atomic::Ordering::SeqCst) <= 4,
+        "more handlers than the concurrency"
+    );
+    let stats = q.stats().await.unwrap();
+    assert_eq!(
+        (stats.done, stats.unfinished()),
+        (i64::try_from(n).unwrap(), 0)
+    );
+}
+
 /// Declares each case twice, as a test on PostgreSQL and one on MariaDB, each with a fresh
 /// queue (a schema or database of its own): they run in parallel, and a failure names its
 /// database.
@@ -1026,6 +1115,8 @@ on_both_databases!(
     one_worker_claims_from_several_queues,
     a_handler_asked_to_stop_at_the_timeout_still_times_out,
     at_the_end_of_the_grace_handlers_are_asked_to_stop,
+    long_jobs_are_not_prefetched_away_from_an_idle_worker,
+    prefetched_short_jobs_each_run_once,
 );
 
 /// A connection of the other database is a typed configuration error, not a panic.

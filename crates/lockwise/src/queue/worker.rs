@@ -3,9 +3,10 @@
 //! acknowledges completions in the next claim, retries failures with backoff, reaps expired
 //! leases, and shuts down gracefully.
 
-use std::collections::{HashMap, HashSet};
+use std::collections::{HashMap, HashSet, VecDeque};
 use std::fmt::Display;
 use std::future::Future;
+use std::pin::Pin;
 use std::sync::{Arc, Mutex, PoisonError};
 use std::time::Duration;
 
@@ -28,7 +29,9 @@ struct RunningJob {
     /// The job's queue, and when its handler started: for the log line of a job handed back.
     queue: String,
     started: Instant,
-    task: AbortHandle,
+    /// `None` while the job waits for a free handler (prefetched, see
+    /// [`Worker::prefetch`]).
+    task: Option<AbortHandle>,
     /// The job's local deadline (see [`Worker`]): moved forward by successful heartbeats,
     /// watched by the execution, which cancels the handler when it passes.
     deadline: watch::Sender<Instant>,
@@ -52,7 +55,9 @@ impl Drop for AbortHandlers {
     fn drop(&mut self) {
         let mut running = self.0.lock().unwrap_or_else(PoisonError::into_inner);
         for (_, job) in running.drain() {
-            job.task.abort();
+            if let Some(task) = job.task {
+                task.abort();
+            }
         }
     }
 }
@@ -194,7 +199,10 @@ pub struct Worker {
     queue: Queue,
     id: String,
     concurrency: usize,
-    batch: usize,
+    /// `None`: as many as the concurrency.
+    batch: Option<usize>,
+    /// `None`: three batches.
+    prefetch: Option<usize>,
     lease: Duration,
     timeout: Option<Duration>,
     poll: Duration,
@@ -235,7 +243,8 @@ fn log_job(id: JobId, queue: &str, attempt: i32, outcome: &str, took: Duration) 
 }
 
 impl Worker {
-    /// A worker for `queue`: concurrency 8, batches of 10, 30 s leases, no execution timeout,
+    /// A worker for `queue`: concurrency 8, batches as large as the concurrency, three batches
+    /// of prefetch for short jobs, 30 s leases, no execution timeout,
     /// a 1 s fallback poll, 30 s of grace at shutdown, retries after 1 s doubling to 1 h.
     pub fn new(queue: Queue) -> Self {
         let id = format!(
@@ -248,7 +257,8 @@ impl Worker {
             queue,
             id,
             concurrency: 8,
-            batch: 10,
+            batch: None,
+            prefetch: None,
             lease: Duration::from_secs(30),
             timeout: None,
             poll: Duration::from_secs(1),
@@ -301,10 +311,31 @@ impl Worker {
         self
     }
 
-    /// The most jobs claimed in one statement.
+    /// The most jobs claimed in one statement (default: the
+    /// [`concurrency`](Self::concurrency)). A claim asks for as many jobs as there are free
+    /// places — free handlers, plus the [`prefetch`](Self::prefetch) — up to this.
     pub fn batch(mut self, n: usize) -> Self {
-        self.batch = n.max(1);
+        self.batch = Some(n.max(1));
         self
+    }
+
+    /// How many claimed jobs may wait for a free handler, so that the next batches are claimed
+    /// while the current one runs (default: three [`batch`](Self::batch)es; `0`: claim only
+    /// for free handlers). Up to four claims are in flight at once while they come back full.
+    ///
+    /// A waiting job is confirmed started and its lease is heartbeated like a running one's;
+    /// it starts as soon as a handler is free. Prefetching only pays when a job is short next
+    /// to a claim's round trip, and it makes a long job wait behind another while a different
+    /// worker may be idle, so the worker prefetches only while its handlers have lately run
+    /// no longer than four claim round trips (an average over the recent jobs); otherwise it
+    /// claims for free handlers only.
+    pub fn prefetch(mut self, n: usize) -> Self {
+        self.prefetch = Some(n);
+        self
+    }
+
+    fn batch_size(&self) -> usize {
+        self.batch.unwrap_or(self.concurrency)
     }
 
     /// The lease of a claimed job (at least 1 s), renewed every third of it while the handler
@@ -438,7 +469,6 @@ impl Worker {
         if queues.is_empty() {
             return Err(crate::Error::config("a worker needs at least one queue"));
         }
-        let names: Vec<&str> = queues.iter().map(String::as_str).collect();
         self.queue.migrate().await?;
         let handler = Arc::new(handler);
         let slots = Arc::new(Semaphore::new(self.concurrency));
@@ -478,115 +508,161 @@ impl Worker {
         let mut acks: Vec<(JobId, i32)> = Vec::new();
         // Handlers stopped at the end of the grace period that did not finish: handed back.
         let mut give_back: Vec<(JobId, i32)> = Vec::new();
+        let batch = self.batch_size();
+        let prefetch = self.prefetch.unwrap_or(batch * (MAX_CLAIMS - 1));
+        // Confirmed jobs waiting for a free handler, in claim order (also in `running`).
+        let mut waiting: VecDeque<Claimed> = VecDeque::new();
+        // Claims (each with its confirmation) in flight while handlers run, and how many jobs
+        // they asked for in all.
+        let mut claims: FuturesUnordered<Pin<Box<dyn Future<Output = ClaimDone> + Send>>> =
+            FuturesUnordered::new();
+        let mut reserved = 0usize;
+        // Whether something may have changed since the last claim that found less than it
+        // asked for: a job finished, a notification, the poll interval.
+        let mut want_claim = true;
+        // Whether the last claim got all it asked for: more work is likely waiting, and
+        // further claims may go out beside one in flight.
+        let mut busy = false;
+        let mut not_before: Option<Instant> = None;
+        let mut pace = Pace::default();
+        let mut spawn_job = |job: Claimed, permit, deadline_rx: watch::Receiver<Instant>| {
+            let ctx = JobContext {
+                id: job.id,
+                attempt: job.attempt,
+                max_attempts: job.max_attempts,
+                queue: job.queue,
+                payload: job.payload,
+                deadline: deadline_rx.clone(),
+                stop: CancellationToken::new(),
+            };
+            execute(
+                handler.clone(),
+                ctx,
+                limits,
+                deadline_rx,
+                grace_over.clone(),
+                finished_tx.clone(),
+                permit,
+            )
+        };
         loop {
             while let Ok(f) = finished_rx.try_recv() {
+                pace.handler(&f);
                 self.settle(f, &running, &mut acks, &mut give_back, &mut report)
                     .await;
+                want_claim = true;
             }
+            start_waiting(&mut waiting, &slots, &running, &mut report, &mut spawn_job);
             if shutdown.is_cancelled() {
                 break;
             }
-            let free = slots.available_permits().min(self.batch);
-            let mut claimed_full = false;
-            // Whether no handler runs as this claim leaves (for `until_idle`).
-            let idle = running
-                .lock()
-                .unwrap_or_else(PoisonError::into_inner)
-                .is_empty();
-            if free > 0 || !acks.is_empty() {
-                // The jobs' deadline counts from this instant, before the request leaves.
-                let sent = Instant::now();
-                let deadline = trusted(sent, self.lease);
-                // Bounded: past the deadline the answer is useless (the jobs must not start),
-                // and a lost answer must not hang the worker.
-                let claimed = timeout_at(
-                    deadline,
-                    self.queue
-                        .claim_from(&names, &self.id, free, self.lease, &acks),
-                )
-                .await;
-                let jobs = match claimed {
-                    Ok(Ok(jobs)) => {
-                        acks.clear();
-                        if self.until_idle && idle && free > 0 && jobs.is_empty() {
-                            break; // drained
-                        }
-                        jobs
-                    }
-                    Ok(Err(error)) => {
-                        tracing::warn!(%error, "claim failed; retrying");
-                        sleep(self.poll.min(Duration::from_secs(1))).await;
-                        continue;
-                    }
-                    Err(_) => {
-                        tracing::warn!(
-                            "no answer to a claim before its lease would have run out; jobs it \
-                             may have claimed come back through the reaper, attempt not counted"
-                        );
-                        continue;
-                    }
+            if not_before.is_none_or(|at| Instant::now() >= at) {
+                not_before = None;
+                let (held, idle, longest) = {
+                    let running = running.lock().unwrap_or_else(PoisonError::into_inner);
+                    let longest = running
+                        .values()
+                        .filter(|job| job.task.is_some())
+                        .map(|job| job.started.elapsed())
+                        .max()
+                        .unwrap_or_default();
+                    (running.len(), running.is_empty(), longest)
                 };
-                claimed_full = free > 0 && jobs.len() == free;
-                let jobs = self.confirm_start(jobs, deadline, &mut report).await;
-                for job in jobs {
-                    let Ok(permit) = slots.clone().try_acquire_owned() else {
-                        break; // cannot happen: we claimed at most the free slots
+                let places = self.concurrency + pace.prefetch(prefetch, longest);
+                loop {
+                    let free = places.saturating_sub(held + reserved).min(batch);
+                    let launch = if claims.is_empty() {
+                        (want_claim || busy) && (free > 0 || !acks.is_empty())
+                    } else {
+                        busy && free == batch && claims.len() < MAX_CLAIMS
                     };
-                    let (deadline_tx, deadline_rx) = watch::channel(deadline);
-                    let queue = job.queue;
-                    let ctx = JobContext {
-                        id: job.id,
-                        attempt: job.attempt,
-                        max_attempts: job.max_attempts,
-                        queue: queue.clone(),
-                        payload: job.payload,
-                        deadline: deadline_rx.clone(),
-                        stop: CancellationToken::new(),
+                    if !launch {
+                        break;
+                    }
+                    want_claim = false;
+                    reserved += free;
+                    let request = ClaimRequest {
+                        queue: self.queue.clone(),
+                        names: queues.clone(),
+                        worker: self.id.clone(),
+                        limit: free,
+                        lease: self.lease,
+                        acks: std::mem::take(&mut acks),
+                        idle: idle && claims.is_empty(),
                     };
-                    let task = execute(
-                        handler.clone(),
-                        ctx,
-                        limits,
-                        deadline_rx,
-                        grace_over.clone(),
-                        finished_tx.clone(),
-                        permit,
-                    );
-                    running
-                        .lock()
-                        .unwrap_or_else(PoisonError::into_inner)
-                        .insert(
-                            job.id,
-                            RunningJob {
-                                attempt: job.attempt,
-                                queue,
-                                started: Instant::now(),
-                                task,
-                                deadline: deadline_tx,
-                            },
-                        );
+                    claims.push(Box::pin(request.send()));
                 }
             }
-            if claimed_full {
-                continue; // more work is likely waiting
-            }
             tokio::select! {
-                Some(f) = finished_rx.recv() => self.settle(f, &running, &mut acks, &mut give_back, &mut report).await,
-                _ = wake.notified() => {}
-                _ = sleep(self.poll) => {}
+                Some(done) = claims.next(), if !claims.is_empty() => {
+                    reserved = reserved.saturating_sub(done.asked);
+                    pace.claim(done.took);
+                    match done.answer {
+                        ClaimAnswer::Claimed { jobs, asked, not_started } => {
+                            report.not_started += not_started;
+                            if self.until_idle && done.idle && asked > 0 && jobs.is_empty() && not_started == 0 {
+                                break; // drained
+                            }
+                            // More work is likely waiting when the claim got all it asked for.
+                            busy = asked > 0 && jobs.len() + usize::try_from(not_started).unwrap_or(0) == asked;
+                            admit(jobs, done.deadline, &running, &mut waiting);
+                        }
+                        ClaimAnswer::Failed(error, sent) => {
+                            tracing::warn!(%error, "claim failed; retrying");
+                            busy = false;
+                            acks.splice(0..0, sent);
+                            not_before = Some(Instant::now() + self.poll.min(Duration::from_secs(1)));
+                            want_claim = true;
+                        }
+                        ClaimAnswer::NoAnswer(sent) => {
+                            tracing::warn!(
+                                "no answer to a claim before its lease would have run out; jobs it \
+                                 may have claimed come back through the reaper, attempt not counted"
+                            );
+                            acks.splice(0..0, sent);
+                            want_claim = true;
+                        }
+                    }
+                }
+                Some(f) = finished_rx.recv() => {
+                    pace.handler(&f);
+                    self.settle(f, &running, &mut acks, &mut give_back, &mut report).await;
+                    want_claim = true;
+                }
+                _ = wake.notified() => want_claim = true,
+                () = sleep_until(not_before.unwrap_or_else(|| Instant::now() + self.poll)) => want_claim = true,
                 _ = shutdown.cancelled() => {}
             }
         }
 
-        // Graceful shutdown: no more claims; in-flight jobs get the grace period, then are
-        // asked to stop and get `kill_after` more.
+        // Graceful shutdown: no more claims. A claim in flight is waited for (it is bounded
+        // by its jobs' deadline). Claimed jobs get the grace period, then are asked to stop
+        // and get `kill_after` more; those still waiting for a handler when the grace ends
+        // are handed back without having run.
+        while let Some(done) = claims.next().await {
+            match done.answer {
+                ClaimAnswer::Claimed {
+                    jobs, not_started, ..
+                } => {
+                    report.not_started += not_started;
+                    admit(jobs, done.deadline, &running, &mut waiting);
+                }
+                ClaimAnswer::Failed(_, sent) | ClaimAnswer::NoAnswer(sent) => acks.extend(sent),
+            }
+        }
         let mut until = Instant::now() + self.grace;
         let mut asked_to_stop = false;
-        while !running
-            .lock()
-            .unwrap_or_else(PoisonError::into_inner)
-            .is_empty()
-        {
+        loop {
+            if !asked_to_stop {
+                start_waiting(&mut waiting, &slots, &running, &mut report, &mut spawn_job);
+            }
+            if running
+                .lock()
+                .unwrap_or_else(PoisonError::into_inner)
+                .is_empty()
+            {
+                break;
+            }
             match tokio::time::timeout_at(until, finished_rx.recv()).await {
                 Ok(Some(f)) => {
                     self.settle(f, &running, &mut acks, &mut give_back, &mut report)
@@ -594,6 +670,7 @@ impl Worker {
                 }
                 Err(_) if !asked_to_stop => {
                     asked_to_stop = true;
+                    hand_back_waiting(&mut waiting, &running, &mut give_back);
                     grace_over.cancel();
                     until = Instant::now() + self.kill_after;
                 }
@@ -615,7 +692,9 @@ impl Worker {
             running
                 .drain()
                 .map(|(id, job)| {
-                    job.task.abort();
+                    if let Some(task) = job.task {
+                        task.abort();
+                    }
                     log_job(
                         id,
                         &job.queue,
@@ -632,43 +711,6 @@ impl Worker {
             report.handed_back = self.queue.hand_back(&give_back).await?;
         }
         Ok(report)
-    }
-
-    /// Confirms the start of freshly claimed jobs and returns those confirmed before
-    /// `deadline`: only they may run. The statement is idempotent, so it is retried until the
-    /// deadline when it fails; jobs left unconfirmed come back through the reaper without
-    /// their attempt counted.
-    async fn confirm_start(
-        &self,
-        jobs: Vec<Claimed>,
-        deadline: Instant,
-        report: &mut WorkerReport,
-    ) -> Vec<Claimed> {
-        if jobs.is_empty() {
-            return jobs;
-        }
-        let claimed: Vec<(JobId, i32)> = jobs.iter().map(|j| (j.id, j.attempt)).collect();
-        let confirmed: HashSet<JobId> = loop {
-            match timeout_at(deadline, self.queue.confirm_started(&claimed)).await {
-                Ok(Ok(ids)) => break ids.into_iter().collect(),
-                Ok(Err(error)) if Instant::now() < deadline => {
-                    tracing::warn!(%error, "confirming the start of claimed jobs failed; retrying");
-                    sleep(Duration::from_millis(50)).await;
-                }
-                _ => {
-                    tracing::warn!(
-                        jobs = claimed.len(),
-                        "could not confirm the start of claimed jobs before their deadline; \
-                         they come back through the reaper, attempt not counted"
-                    );
-                    break HashSet::new();
-                }
-            }
-        };
-        let (start, skip): (Vec<Claimed>, Vec<Claimed>) =
-            jobs.into_iter().partition(|j| confirmed.contains(&j.id));
-        report.not_started += skip.len() as u64;
-        start
     }
 
     /// Books one finished execution: success is acknowledged with the next claim; a failure
@@ -720,6 +762,256 @@ impl Worker {
             Err(e) => {
                 tracing::warn!(id = %f.id, error = %e, "recording a failure failed; the reaper will retry the job")
             }
+        }
+    }
+}
+
+/// The most claims a worker has in flight at once: the first whenever there is room, the
+/// others only while claims come back full and there is room for a whole batch.
+const MAX_CLAIMS: usize = 4;
+
+/// One claim (with the acknowledgements it carries) and the confirmation of its jobs' start,
+/// run beside the handlers.
+struct ClaimRequest {
+    queue: Queue,
+    names: Vec<String>,
+    worker: String,
+    limit: usize,
+    lease: Duration,
+    acks: Vec<(JobId, i32)>,
+    /// Whether no job was running or waiting as the claim left (for `until_idle`).
+    idle: bool,
+}
+
+struct ClaimDone {
+    answer: ClaimAnswer,
+    /// How many jobs the claim asked for.
+    asked: usize,
+    /// The claimed jobs' local deadline (see [`Worker`]).
+    deadline: Instant,
+    idle: bool,
+    /// The claim and confirmation round trips.
+    took: Duration,
+}
+
+enum ClaimAnswer {
+    /// The jobs confirmed started before their deadline, how many were asked for, and how
+    /// many were claimed but could not be confirmed in time (the reaper gives them back,
+    /// attempt not counted).
+    Claimed {
+        jobs: Vec<Claimed>,
+        asked: usize,
+        not_started: u64,
+    },
+    /// The claim failed; the acknowledgements it carried are to be sent again.
+    Failed(crate::Error, Vec<(JobId, i32)>),
+    /// No answer before the jobs' deadline; the acknowledgements are to be sent again.
+    NoAnswer(Vec<(JobId, i32)>),
+}
+
+impl ClaimRequest {
+    async fn send(self) -> ClaimDone {
+        // The jobs' deadline counts from this instant, before the request leaves.
+        let sent = Instant::now();
+        let deadline = trusted(sent, self.lease);
+        let names: Vec<&str> = self.names.iter().map(String::as_str).collect();
+        // Bounded: past the deadline the answer is useless (the jobs must not start), and a
+        // lost answer must not hang the worker.
+        let claimed = timeout_at(
+            deadline,
+            self.queue
+                .claim_from(&names, &self.worker, self.limit, self.lease, &self.acks),
+        )
+        .await;
+        let answer = match claimed {
+            Ok(Ok(jobs)) => {
+                let claimed = jobs.len();
+                let jobs = confirm_start(&self.queue, jobs, deadline).await;
+                ClaimAnswer::Claimed {
+                    not_started: (claimed - jobs.len()) as u64,
+                    jobs,
+                    asked: self.limit,
+                }
+            }
+            Ok(Err(error)) => ClaimAnswer::Failed(error, self.acks),
+            Err(_) => ClaimAnswer::NoAnswer(self.acks),
+        };
+        ClaimDone {
+            answer,
+            asked: self.limit,
+            deadline,
+            idle: self.idle,
+            took: sent.elapsed(),
+        }
+    }
+}
+
+/// Confirms the start of freshly claimed jobs and returns those confirmed before
+/// `deadline`: only they may run. The statement is idempotent, so it is retried until the
+/// deadline when it fails; jobs left unconfirmed come back through the reaper without
+/// their attempt counted.
+async fn confirm_start(queue: &Queue, jobs: Vec<Claimed>, deadline: Instant) -> Vec<Claimed> {
+    if jobs.is_empty() {
+        return jobs;
+    }
+    let claimed: Vec<(JobId, i32)> = jobs.iter().map(|j| (j.id, j.attempt)).collect();
+    let confirmed: HashSet<JobId> = loop {
+        match timeout_at(deadline, queue.confirm_started(&claimed)).await {
+            Ok(Ok(ids)) => break ids.into_iter().collect(),
+            Ok(Err(error)) if Instant::now() < deadline => {
+                tracing::warn!(%error, "confirming the start of claimed jobs failed; retrying");
+                sleep(Duration::from_millis(50)).await;
+            }
+            _ => {
+                tracing::warn!(
+                    jobs = claimed.len(),
+                    "could not confirm the start of claimed jobs before their deadline; \
+                     they come back through the reaper, attempt not counted"
+                );
+                break HashSet::new();
+            }
+        }
+    };
+    jobs.into_iter()
+        .filter(|j| confirmed.contains(&j.id))
+        .collect()
+}
+
+/// Recent handler run times and claim round trips, to decide whether prefetching pays
+/// (see [`Worker::prefetch`]).
+#[derive(Debug, Default)]
+struct Pace {
+    handler: Option<Duration>,
+    claim: Option<Duration>,
+}
+
+impl Pace {
+    /// An average that follows the recent values (weight 1/8 for the newest).
+    fn blend(average: &mut Option<Duration>, value: Duration) {
+        *average = Some(average.map_or(value, |a| (a * 7 + value) / 8));
+    }
+
+    fn handler(&mut self, finished: &Finished) {
+        if matches!(finished.outcome, Outcome::Done | Outcome::Failed(_)) {
+            Self::blend(&mut self.handler, finished.took);
+        }
+    }
+
+    fn claim(&mut self, took: Duration) {
+        Self::blend(&mut self.claim, took);
+    }
+
+    /// How many jobs may wait for a handler now: `prefetch` while handlers run no longer than
+    /// four claim round trips — on average lately, and the longest running one so far —, none
+    /// before both are known.
+    fn prefetch(&self, prefetch: usize, longest_running: Duration) -> usize {
+        match (self.handler, self.claim) {
+            (Some(handler), Some(claim))
+                if handler <= claim * 4 && longest_running <= claim * 4 =>
+            {
+                prefetch
+            }
+            _ => 0,
+        }
+    }
+}
+
+/// Puts freshly confirmed jobs in line for a handler, under their claim's `deadline`.
+fn admit(
+    jobs: Vec<Claimed>,
+    deadline: Instant,
+    running: &Running,
+    waiting: &mut VecDeque<Claimed>,
+) {
+    let mut running = running.lock().unwrap_or_else(PoisonError::into_inner);
+    for job in jobs {
+        let (deadline_tx, _) = watch::channel(deadline);
+        running.insert(
+            job.id,
+            RunningJob {
+                attempt: job.attempt,
+                queue: job.queue.clone(),
+                started: Instant::now(),
+                task: None,
+                deadline: deadline_tx,
+            },
+        );
+        waiting.push_back(job);
+    }
+}
+
+/// Takes the jobs still waiting for a handler out of the line, to be handed back unrun.
+fn hand_back_waiting(
+    waiting: &mut VecDeque<Claimed>,
+    running: &Running,
+    give_back: &mut Vec<(JobId, i32)>,
+) {
+    let mut running = running.lock().unwrap_or_else(PoisonError::into_inner);
+    for job in waiting.drain(..) {
+        if running
+            .get(&job.id)
+            .is_some_and(|r| r.attempt == job.attempt && r.task.is_none())
+        {
+            running.remove(&job.id);
+            log_job(
+                job.id,
+                &job.queue,
+                job.attempt,
+                "handed back",
+                Duration::ZERO,
+            );
+            give_back.push((job.id, job.attempt));
+        }
+    }
+}
+
+/// Starts waiting jobs while handlers are free, in claim order. A job whose lease was lost
+/// while it waited (a heartbeat found it rescued, or its deadline passed) is dropped from the
+/// line: the reaper gives it back.
+fn start_waiting(
+    waiting: &mut VecDeque<Claimed>,
+    slots: &Arc<Semaphore>,
+    running: &Running,
+    report: &mut WorkerReport,
+    mut spawn: impl FnMut(
+        Claimed,
+        tokio::sync::OwnedSemaphorePermit,
+        watch::Receiver<Instant>,
+    ) -> AbortHandle,
+) {
+    while !waiting.is_empty() {
+        let Ok(permit) = slots.clone().try_acquire_owned() else {
+            return;
+        };
+        let Some(job) = waiting.pop_front() else {
+            return;
+        };
+        let mut running = running.lock().unwrap_or_else(PoisonError::into_inner);
+        let Some(entry) = running
+            .get_mut(&job.id)
+            .filter(|r| r.attempt == job.attempt && r.task.is_none())
+        else {
+            continue; // its lease was lost while it waited (already logged)
+        };
+        if *entry.deadline.borrow() <= Instant::now() {
+            running.remove(&job.id);
+            log_job(
+                job.id,
+                &job.queue,
+                job.attempt,
+                "lease lost",
+                Duration::ZERO,
+            );
+            report.lease_lost += 1;
+            continue;
+        }
+        let deadline_rx = entry.deadline.subscribe();
+        entry.started = Instant::now();
+        let (id, attempt) = (job.id, job.attempt);
+        // Spawning needs no lock, but keeps the entry and its task together.
+        let task = spawn(job, permit, deadline_rx);
+        if let Some(entry) = running.get_mut(&id).filter(|r| r.attempt == attempt) {
+            entry.task = Some(task);
         }
     }
 }
@@ -951,7 +1243,9 @@ fn extended(running: &Running, sent_for: &[(JobId, i32)], owned: &[JobId], until
             });
         } else if let Some(job) = running.remove(id) {
             tracing::warn!(%id, "lease lost; stopping the handler");
-            job.task.abort();
+            if let Some(task) = job.task {
+                task.abort();
+            }
             log_job(
                 *id,
                 &job.queue,

@@ -1,8 +1,14 @@
 -- Confirms that a worker received its claim and starts these jobs (compare-and-set on id and
 -- attempt, so a confirmation that arrives after a rescue confirms nothing).
+-- The commit does not wait for the WAL flush (`synchronous_commit` off for this transaction
+-- only): a confirmation lost in a server crash leaves the job claimed but not started, which
+-- the reaper gives back without counting the attempt, the same as a confirmation whose
+-- answer was lost. The claim, which raises the attempt number (the fencing token), stays a
+-- durable commit, so no attempt number is ever handed out twice.
 -- $1 ids, $2 attempts
+WITH quick AS (SELECT set_config('synchronous_commit', 'off', true) AS setting)
 UPDATE {schema}.jobs j
    SET started = true
-  FROM unnest($1::bigint[], $2::int[]) AS c(id, attempt)
+  FROM unnest($1::bigint[], $2::int[]) AS c(id, attempt), quick
  WHERE j.id = c.id AND j.attempt = c.attempt AND j.state = 'running'
 RETURNING j.id
