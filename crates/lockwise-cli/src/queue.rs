@@ -143,9 +143,13 @@ struct WorkArgs {
     /// Jobs run at once
     #[arg(long, default_value_t = 4, value_parser = clap::value_parser!(u16).range(1..), value_name = "N")]
     concurrency: u16,
-    /// Jobs claimed per statement
-    #[arg(long, default_value_t = 10, value_parser = clap::value_parser!(u16).range(1..), value_name = "N")]
-    batch: u16,
+    /// Most jobs claimed per statement [default: the concurrency]
+    #[arg(long, value_parser = clap::value_parser!(u16).range(1..), value_name = "N")]
+    batch: Option<u16>,
+    /// Most claimed jobs waiting for a free slot, claimed ahead while short jobs run (0: claim
+    /// only for free slots) [default: three batches]
+    #[arg(long, value_name = "N")]
+    prefetch: Option<u16>,
     /// Lease of a claimed job, renewed while it runs (at least 1s)
     #[arg(long, default_value = "30s", value_parser = duration::parse_lease, value_name = "DURATION")]
     lease: Duration,
@@ -489,7 +493,6 @@ async fn work(a: WorkArgs) -> Result<u8, Failure> {
     let mut worker = Worker::new(queue)
         .queues(a.queue)
         .concurrency(usize::from(a.concurrency))
-        .batch(usize::from(a.batch))
         .lease(a.lease)
         .grace(a.grace)
         .poll_interval(a.poll_interval)
@@ -497,6 +500,12 @@ async fn work(a: WorkArgs) -> Result<u8, Failure> {
         .until_idle(a.once);
     if let Some(limit) = a.timeout {
         worker = worker.timeout(limit);
+    }
+    if let Some(batch) = a.batch {
+        worker = worker.batch(usize::from(batch));
+    }
+    if let Some(prefetch) = a.prefetch {
+        worker = worker.prefetch(usize::from(prefetch));
     }
     let shutdown = CancellationToken::new();
     let (mut term, mut int) = match (
