@@ -67,6 +67,18 @@ struct QueueArgs {
     /// Simulated I/O per job
     #[arg(long, default_value = "5ms", value_parser = crate::duration::parse, value_name = "DURATION")]
     io: Duration,
+    /// Also run the sustained load for this long per run (issue 13's: 120s): a producer holds
+    /// the queue near --depth while 8 workers run --job-length jobs, lockwise against the naive
+    /// loop, each in a fresh store; reports jobs/s and the most dead row versions of any
+    /// table. Runs once per side unless --rounds says more. 0 skips it
+    #[arg(long, default_value = "0s", value_parser = crate::duration::parse, value_name = "DURATION")]
+    sustained: Duration,
+    /// The depth the sustained load holds
+    #[arg(long, default_value_t = 4_000, value_parser = clap::value_parser!(u64).range(1..=1_000_000), value_name = "N")]
+    depth: u64,
+    /// How long each job of the sustained load runs
+    #[arg(long, default_value = "1ms", value_parser = crate::duration::parse, value_name = "DURATION")]
+    job_length: Duration,
     /// Rounds per strategy and worker count, strategies alternating
     #[arg(long, default_value_t = 5, value_parser = clap::value_parser!(u16).range(1..), value_name = "N")]
     rounds: u16,
@@ -231,11 +243,24 @@ async fn bench_queue(a: QueueArgs) -> Result<u8, Failure> {
             "--backlogs takes up to 10000000 jobs, or 0 to skip the throughput bench",
         ));
     }
-    if backlogs.is_empty() && workers.is_empty() {
+    if backlogs.is_empty() && workers.is_empty() && a.sustained.is_zero() {
         return Err(Failure::usage(
-            "nothing to measure: --backlogs 0 and --workers 0 skip both parts",
+            "nothing to measure: --backlogs 0 and --workers 0 skip both parts (and no --sustained)",
         ));
     }
+    let sustained_plan = if a.sustained.is_zero() {
+        None
+    } else if a.smoke {
+        Some(Plan::new(1, a.sustained.min(Duration::from_secs(2))))
+    } else {
+        // One long run per side says enough; --rounds asks for more.
+        let rounds = if a.rounds == 5 {
+            1
+        } else {
+            usize::from(a.rounds)
+        };
+        Some(Plan::new(rounds, a.sustained))
+    };
     let plan = if a.smoke {
         if !backlogs.is_empty() {
             backlogs = vec![500]; // a smoke run checks the bench, not the figures
@@ -251,7 +276,10 @@ async fn bench_queue(a: QueueArgs) -> Result<u8, Failure> {
     let mut setup = Scaling::new(pg.clone(), redis);
     setup.workers = workers;
     setup.io = a.io;
-    let ticks = (plan.rounds * (setup.workers.len() + backlogs.len()) * 2) as u64;
+    let ticks = (plan.rounds * (setup.workers.len() + backlogs.len())
+        + sustained_plan.map_or(0, |p| p.rounds))
+        * 2;
+    let ticks = ticks as u64;
     let bar = ProgressBar::new(ticks).with_style(
         ProgressStyle::with_template("{spinner} {msg:18} [{bar:30}] {pos}/{len} runs")
             .unwrap_or_else(|_| ProgressStyle::default_bar()),
@@ -261,6 +289,11 @@ async fn bench_queue(a: QueueArgs) -> Result<u8, Failure> {
     for &backlog in &backlogs {
         bar.set_message(format!("throughput {backlog}"));
         drained.push(lockwise::bench::throughput(&pg, backlog, plan, &tick).await?);
+    }
+    if let Some(sustained) = sustained_plan {
+        bar.set_message("sustained");
+        let load = lockwise::bench::sustained::Load::new(8, a.depth, a.job_length);
+        drained.push(lockwise::bench::sustained::sustained(&pg, load, sustained, &tick).await?);
     }
     let mut results = Vec::new();
     if !setup.workers.is_empty() {
@@ -281,7 +314,7 @@ async fn bench_queue(a: QueueArgs) -> Result<u8, Failure> {
         });
         println!("{out}");
     } else {
-        print_throughput(&servers, plan, &drained);
+        print_throughput(&servers, plan, a.sustained, &drained);
         if !results.is_empty() {
             print_scaling(plan, &setup, &results);
         }
@@ -290,7 +323,7 @@ async fn bench_queue(a: QueueArgs) -> Result<u8, Failure> {
 }
 
 /// The header, and the throughput table against the raw floor.
-fn print_throughput(servers: &[ServerInfo], plan: Plan, drained: &[Entry]) {
+fn print_throughput(servers: &[ServerInfo], plan: Plan, length: Duration, drained: &[Entry]) {
     let cores = std::thread::available_parallelism().map_or(0, usize::from);
     println!("lockwise bench queue — {cores} cores, servers on this machine:");
     for info in servers {
@@ -304,6 +337,33 @@ fn print_throughput(servers: &[ServerInfo], plan: Plan, drained: &[Entry]) {
             info.backend,
             info.version,
             settings.join(", ")
+        );
+    }
+    let (sustained, drained): (Vec<&Entry>, Vec<&Entry>) =
+        drained.iter().partition(|e| e.bench == "sustained");
+    for e in sustained {
+        println!(
+            "\nsustained: a producer holds the queue near {} jobs while {} workers run {} ms jobs, \
+             {} run(s) of {:?} per side\n(lockwise: one Worker; floor: the naive claim-10 + complete \
+             loop, jobs run one after the other per task); no VACUUM from the bench\n",
+            e.backlog.unwrap_or(0),
+            e.tasks.unwrap_or(0),
+            e.job_ms.unwrap_or(0.0),
+            e.rounds,
+            length,
+        );
+        println!(
+            "{:<24} {:<24} {:<18} most n_dead_tup of any table: lockwise peak / end, floor peak",
+            "lockwise jobs/s", "floor jobs/s", "ratio"
+        );
+        println!(
+            "{:<24} {:<24} {:<18} {} / {}, {}",
+            spread(&e.lockwise),
+            e.floor.as_ref().map_or_else(|| "-".to_owned(), spread),
+            e.ratio.as_ref().map_or_else(|| "-".to_owned(), spread),
+            e.dead_tuples_peak.unwrap_or(0),
+            e.dead_tuples_end.unwrap_or(0),
+            e.floor_dead_tuples_peak.unwrap_or(0),
         );
     }
     if drained.is_empty() {

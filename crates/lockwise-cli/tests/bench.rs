@@ -160,3 +160,37 @@ fn bench_queue_smoke_runs_the_lesson_s_exercise_3() {
         .unwrap();
     assert_eq!(bad.status.code(), Some(64), "{bad:?}");
 }
+
+/// `bench queue --sustained`: a producer holds the queue near the depth while lockwise's
+/// worker, then the naive loop, run 1 ms jobs; both finish jobs and the dead row versions of
+/// the stores are reported.
+#[test]
+fn bench_queue_sustained_smoke_reports_both_sides_and_dead_tuples() {
+    let out = Command::new(BIN)
+        .args(["bench", "queue", "--smoke", "--json"])
+        .args(["--backlogs", "0", "--workers", "0", "--sustained", "1s"])
+        .args(["--depth", "300"])
+        .args(["--url", "postgres://postgres@127.0.0.1:5432/postgres"])
+        .args(["--redis-url", "redis://127.0.0.1:6379/"])
+        .output()
+        .unwrap();
+    assert!(out.status.success(), "{out:?}");
+    let report: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+    let results = report["results"].as_array().unwrap();
+    assert_eq!(results.len(), 1, "{report}");
+    let e = &results[0];
+    assert_eq!(e["bench"], "sustained", "{e}");
+    assert_eq!(
+        (&e["backlog"], &e["tasks"]),
+        (&serde_json::json!(300), &serde_json::json!(8)),
+        "{e}"
+    );
+    assert_eq!(e["job_ms"], 1.0, "{e}");
+    assert!(e["lockwise"]["median"].as_f64().unwrap() > 0.0, "{e}");
+    assert!(e["floor"]["median"].as_f64().unwrap() > 0.0, "{e}");
+    assert!(
+        e["dead_tuples_peak"].as_i64().unwrap() >= e["dead_tuples_end"].as_i64().unwrap(),
+        "{e}"
+    );
+    assert!(e["floor_dead_tuples_peak"].as_i64().unwrap() >= 0, "{e}");
+}

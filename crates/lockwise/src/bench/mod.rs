@@ -22,6 +22,7 @@ pub mod lock;
 pub mod scaling;
 mod server;
 mod stats;
+pub mod sustained;
 mod throughput;
 
 use std::time::Duration;
@@ -129,6 +130,12 @@ pub struct Entry {
     /// Dead row versions left when lockwise's last drain ended (`throughput`).
     #[serde(skip_serializing_if = "Option::is_none")]
     pub dead_tuples_end: Option<i64>,
+    /// The most dead row versions of any table seen under the floor (`sustained`).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub floor_dead_tuples_peak: Option<i64>,
+    /// How long each job ran, ms (`sustained`).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub job_ms: Option<f64>,
 }
 
 impl Entry {
@@ -212,6 +219,8 @@ impl Entry {
             backlog: None,
             dead_tuples_peak: None,
             dead_tuples_end: None,
+            floor_dead_tuples_peak: None,
+            job_ms: None,
         })
     }
 }

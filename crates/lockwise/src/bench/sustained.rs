@@ -1,0 +1,340 @@
+//! Sustained load: a producer holds the queue near a depth while jobs of a fixed length run,
+//! for a fixed time — lockwise's [`Worker`] on one side, the naive SKIP LOCKED claim-10 +
+//! complete loop issued raw on the other, each in a fresh store of its own, alternating.
+//! What it shows is whether the table rots: the most dead row versions of any table of the
+//! store, sampled every 500 ms, beside the throughput. The store never gets a VACUUM from
+//! the bench; autovacuum runs as the server is configured.
+
+use std::sync::Arc;
+use std::sync::atomic::{AtomicI64, AtomicU64, Ordering};
+use std::time::Duration;
+
+use serde_json::json;
+use sqlx::{AssertSqlSafe, PgPool};
+use tokio::time::{Instant, sleep};
+use tokio_util::sync::CancellationToken;
+
+use super::{Entry, Plan};
+use crate::db::postgres::Schema;
+use crate::error::{Error, Result};
+use crate::queue::{Job, Queue, Worker};
+
+/// The queue's name in the bench's store.
+const QUEUE: &str = "bench";
+/// Jobs per enqueue of the producer.
+const CHUNK: u64 = 500;
+
+/// What the sustained bench runs.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[non_exhaustive]
+pub struct Load {
+    /// Handlers of lockwise's worker, and tasks of the floor: at most this many jobs run at
+    /// once on either side.
+    pub workers: usize,
+    /// The depth the producer holds the queue near (jobs enqueued and not finished).
+    pub depth: u64,
+    /// How long one job runs (a sleep).
+    pub job: Duration,
+}
+
+impl Load {
+    /// `workers` (at least 1) running jobs of `job` each, with the queue held near `depth`.
+    pub fn new(workers: usize, depth: u64, job: Duration) -> Self {
+        Load {
+            workers: workers.max(1),
+            depth: depth.max(1),
+            job,
+        }
+    }
+}
+
+impl Default for Load {
+    /// 8 workers, a depth of 4,000, 1 ms jobs (issue 13's load).
+    fn default() -> Self {
+        Load {
+            workers: 8,
+            depth: 4_000,
+            job: Duration::from_millis(1),
+        }
+    }
+}
+
+/// `plan.rounds` runs of `plan.round` per side under `load`, lockwise and the floor
+/// alternating; unit jobs/s (jobs finished during the run over its length). The entry's
+/// `dead_tuples_peak`/`dead_tuples_end` are the most dead row versions of any table of
+/// lockwise's store (peak over the runs, and at the end of the last), and
+/// `floor_dead_tuples_peak` the floor's peak. Each run uses a schema of its own on `url`,
+/// dropped after it.
+pub async fn sustained(
+    url: &str,
+    load: Load,
+    plan: Plan,
+    tick: &(dyn Fn() + Sync),
+) -> Result<Entry> {
+    let workers = load.workers.max(1);
+    let pool = crate::db::postgres::pool(url, (workers + 8) as u32).await?;
+    let outcome = rounds(&pool, Load { workers, ..load }, plan, tick).await;
+    pool.close().await;
+    outcome
+}
+
+async fn rounds(pool: &PgPool, load: Load, plan: Plan, tick: &(dyn Fn() + Sync)) -> Result<Entry> {
+    let (mut ours, mut raw) = (Vec::new(), Vec::new());
+    let (mut peak, mut end, mut floor_peak) = (0i64, 0i64, 0i64);
+    for round in 0..plan.rounds {
+        let order = if round.is_multiple_of(2) {
+            [true, false]
+        } else {
+            [false, true]
+        };
+        for lockwise in order {
+            let run = Run::create(pool).await?;
+            let outcome = run.load(lockwise, load, plan.round).await;
+            let dropped = run.drop_store().await;
+            let (rate, most, last) = outcome?;
+            dropped?;
+            if lockwise {
+                ours.push(rate);
+                peak = peak.max(most);
+                end = last;
+            } else {
+                raw.push(rate);
+                floor_peak = floor_peak.max(most);
+            }
+            tick();
+        }
+    }
+    let mut entry = Entry::compare("sustained", "postgres", "jobs/s", &ours, &raw)?;
+    entry.tasks = Some(load.workers);
+    entry.backlog = Some(load.depth);
+    entry.dead_tuples_peak = Some(peak);
+    entry.dead_tuples_end = Some(end);
+    entry.floor_dead_tuples_peak = Some(floor_peak);
+    entry.job_ms = Some(load.job.as_secs_f64() * 1e3);
+    Ok(entry)
+}
+
+/// One side's run, in a store of its own.
+struct Run {
+    pool: PgPool,
+    name: String,
+    schema: Schema,
+    queue: Queue,
+}
+
+impl Run {
+    async fn create(pool: &PgPool) -> Result<Self> {
+        let name = format!(
+            "lockwise_bench_s_{}_{:04x}",
+            std::process::id(),
+            rand::random::<u16>()
+        );
+        let schema = Schema::new(&name)?;
+        let queue = Queue::with_schema(pool.clone(), &name, QUEUE)?;
+        queue.migrate().await?;
+        Ok(Run {
+            pool: pool.clone(),
+            name,
+            schema,
+            queue,
+        })
+    }
+
+    async fn drop_store(&self) -> Result<()> {
+        sqlx::raw_sql(
+            self.schema
+                .sql(include_str!("../../sql/postgres/bench/scaling_drop.sql")),
+        )
+        .execute(&self.pool)
+        .await?;
+        Ok(())
+    }
+
+    /// Runs one side for `length`: jobs/s, and the peak and last dead row versions.
+    async fn load(&self, lockwise: bool, load: Load, length: Duration) -> Result<(f64, i64, i64)> {
+        let finished = Arc::new(AtomicU64::new(0));
+        let stop = CancellationToken::new();
+        // The first jobs before the consumers start.
+        let mut enqueued = self.produce(load.depth, 0).await?;
+        let sampler = DeadTuples::start(self.pool.clone(), self.name.clone());
+        let consumers = if lockwise {
+            self.worker(load, finished.clone(), stop.clone())
+        } else {
+            self.floor(load, finished.clone(), stop.clone())
+        };
+        let started = Instant::now();
+        let until = started + length;
+        let mut failure = None;
+        while Instant::now() < until && !consumers.is_finished() {
+            let depth = enqueued.saturating_sub(finished.load(Ordering::Relaxed));
+            if depth + CHUNK <= load.depth {
+                match self.produce(CHUNK, enqueued).await {
+                    Ok(n) => enqueued += n,
+                    Err(e) => {
+                        failure = Some(e);
+                        break;
+                    }
+                }
+            } else {
+                sleep(Duration::from_millis(2)).await;
+            }
+        }
+        let done = finished.load(Ordering::Relaxed);
+        let took = started.elapsed();
+        stop.cancel();
+        let joined = consumers.await;
+        let (most, last) = sampler.stop().await;
+        if let Some(e) = failure {
+            return Err(e);
+        }
+        joined.map_err(|e| Error::config(format!("a bench task failed: {e}")))??;
+        if done == 0 {
+            return Err(Error::config("the sustained bench finished no job"));
+        }
+        Ok((done as f64 / took.as_secs_f64(), most, last))
+    }
+
+    /// Enqueues `n` no-op jobs; returns how many.
+    async fn produce(&self, n: u64, from: u64) -> Result<u64> {
+        let jobs = (from..from + n).map(|i| Job::new(json!({ "n": i })));
+        Ok(self.queue.enqueue_many(jobs).await?.len() as u64)
+    }
+
+    /// lockwise's side: one worker, `load.workers` handlers, its default batch and prefetch.
+    fn worker(
+        &self,
+        load: Load,
+        finished: Arc<AtomicU64>,
+        stop: CancellationToken,
+    ) -> tokio::task::JoinHandle<Result<()>> {
+        let worker = Worker::new(self.queue.clone())
+            .concurrency(load.workers)
+            .poll_interval(Duration::from_millis(20))
+            .grace(Duration::from_secs(5));
+        tokio::spawn(async move {
+            worker
+                .run(
+                    move |_job| {
+                        let finished = finished.clone();
+                        async move {
+                            sleep(load.job).await;
+                            finished.fetch_add(1, Ordering::Relaxed);
+                            Ok::<_, String>(())
+                        }
+                    },
+                    stop,
+                )
+                .await
+                .map(|_| ())
+        })
+    }
+
+    /// The floor: `load.workers` tasks, each claiming 10 with the naive statement, running
+    /// them one after the other, and completing them.
+    fn floor(
+        &self,
+        load: Load,
+        finished: Arc<AtomicU64>,
+        stop: CancellationToken,
+    ) -> tokio::task::JoinHandle<Result<()>> {
+        let sql = |text: &str| self.schema.sql(text).0;
+        let claim = sql(include_str!(
+            "../../sql/postgres/bench/queue_floor_claim.sql"
+        ));
+        let complete = sql(include_str!(
+            "../../sql/postgres/bench/queue_floor_complete.sql"
+        ));
+        let pool = self.pool.clone();
+        tokio::spawn(async move {
+            let mut set = tokio::task::JoinSet::new();
+            for _ in 0..load.workers {
+                let (pool, claim, complete) = (pool.clone(), claim.clone(), complete.clone());
+                let (finished, stop) = (finished.clone(), stop.clone());
+                set.spawn(async move {
+                    while !stop.is_cancelled() {
+                        let ids: Vec<i64> = sqlx::query_scalar(AssertSqlSafe(claim.clone()))
+                            .bind(QUEUE)
+                            .bind(10i64)
+                            .fetch_all(&pool)
+                            .await?;
+                        if ids.is_empty() {
+                            tokio::select! {
+                                () = stop.cancelled() => {}
+                                () = sleep(Duration::from_millis(20)) => {}
+                            }
+                            continue;
+                        }
+                        for _ in &ids {
+                            sleep(load.job).await;
+                        }
+                        sqlx::query(AssertSqlSafe(complete.clone()))
+                            .bind(&ids)
+                            .execute(&pool)
+                            .await?;
+                        finished.fetch_add(ids.len() as u64, Ordering::Relaxed);
+                    }
+                    Ok::<_, Error>(())
+                });
+            }
+            while let Some(joined) = set.join_next().await {
+                joined.map_err(|e| Error::config(format!("a bench task failed: {e}")))??;
+            }
+            Ok(())
+        })
+    }
+}
+
+/// Samples the most dead row versions of any table of a schema every 500 ms until stopped.
+struct DeadTuples {
+    stop: CancellationToken,
+    most: Arc<AtomicI64>,
+    task: tokio::task::JoinHandle<()>,
+    pool: PgPool,
+    schema: String,
+}
+
+impl DeadTuples {
+    fn start(pool: PgPool, schema: String) -> Self {
+        let stop = CancellationToken::new();
+        let most = Arc::new(AtomicI64::new(0));
+        let task = tokio::spawn({
+            let (stop, most, pool, schema) =
+                (stop.clone(), most.clone(), pool.clone(), schema.clone());
+            async move {
+                while !stop.is_cancelled() {
+                    if let Ok(n) = dead_tuples(&pool, &schema).await {
+                        most.fetch_max(n, Ordering::Relaxed);
+                    }
+                    tokio::select! {
+                        () = stop.cancelled() => {}
+                        () = sleep(Duration::from_millis(500)) => {}
+                    }
+                }
+            }
+        });
+        DeadTuples {
+            stop,
+            most,
+            task,
+            pool,
+            schema,
+        }
+    }
+
+    /// The peak seen and the value now.
+    async fn stop(self) -> (i64, i64) {
+        self.stop.cancel();
+        let _ = self.task.await;
+        let last = dead_tuples(&self.pool, &self.schema).await.unwrap_or(0);
+        (self.most.load(Ordering::Relaxed).max(last), last)
+    }
+}
+
+async fn dead_tuples(pool: &PgPool, schema: &str) -> Result<i64> {
+    Ok(
+        sqlx::query_scalar(include_str!("../../sql/postgres/bench/dead_tuples_max.sql"))
+            .bind(schema)
+            .fetch_one(pool)
+            .await?,
+    )
+}
