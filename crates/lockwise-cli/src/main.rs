@@ -5,6 +5,7 @@ mod child;
 mod duration;
 mod exit;
 mod lab;
+mod partition_actor;
 mod queue;
 mod run;
 
@@ -75,6 +76,9 @@ enum Command {
     /// Internal: one process of a lab scenario
     #[command(hide = true)]
     LabActor(lab::actor::ActorArgs),
+    /// Internal: one member process of a partition group
+    #[command(hide = true)]
+    PartitionActor(partition_actor::ActorArgs),
     /// Internal: runs a command so that its process tree dies with lockwise
     #[command(hide = true)]
     Supervise(child::SuperviseArgs),
@@ -125,6 +129,7 @@ fn main() -> ExitCode {
             Command::Bench(args) => bench::run(args).await,
             Command::LabActor(args) => lab::actor::run(args).await,
             Command::Supervise(args) => child::supervise(args).await,
+            Command::PartitionActor(args) => partition_actor::run(args).await,
             Command::Completions { .. } | Command::Man { .. } => exit::USAGE,
         }
     });
