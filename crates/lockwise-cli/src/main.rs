@@ -5,6 +5,8 @@ mod child;
 mod duration;
 mod exit;
 mod lab;
+mod members;
+mod partition;
 mod partition_actor;
 mod queue;
 mod run;
@@ -59,6 +61,8 @@ struct Cli {
 #[derive(Debug, Subcommand)]
 enum Command {
     Run(run::RunArgs),
+    Partition(partition::PartitionArgs),
+    Members(members::MembersArgs),
     Queue(queue::QueueArgs),
     Lab(lab::LabArgs),
     Bench(bench::BenchArgs),
@@ -124,6 +128,8 @@ fn main() -> ExitCode {
     let code = runtime.block_on(async {
         match cli.command {
             Command::Run(args) => run::run(args).await,
+            Command::Partition(args) => partition::run(args).await,
+            Command::Members(args) => members::run(args).await,
             Command::Queue(args) => queue::run(args).await,
             Command::Lab(args) => lab::run(args).await,
             Command::Bench(args) => bench::run(args).await,
@@ -145,6 +151,8 @@ fn apply_password_file(command: &mut Command, file: &std::path::Path) -> Result<
     let password = text.lines().next().unwrap_or("");
     let urls = match command {
         Command::Run(args) => args.urls_mut(),
+        Command::Partition(args) => args.urls_mut(),
+        Command::Members(args) => args.urls_mut(),
         Command::Queue(args) => args.urls_mut(),
         Command::Lab(args) => args.urls_mut(),
         Command::Bench(args) => args.urls_mut(),

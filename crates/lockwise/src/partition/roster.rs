@@ -54,11 +54,10 @@ impl Roster {
     }
 
     pub(crate) fn decode(text: &str) -> Result<Self> {
-        let bad = |what: &str| {
-            Error::backend_msg(
-                "partition",
-                format!("the stored roster is unreadable: {what}"),
-            )
+        let bad = |what: &str| Error::Backend {
+            backend: "partition",
+            message: format!("the stored roster is unreadable: {what}"),
+            source: None,
         };
         let mut lines = text.lines();
         if lines.next() != Some(FORMAT) {
