@@ -91,6 +91,11 @@ async fn partition(args: PartitionArgs) -> Result<u8, Failure> {
         code: exit::BACKEND,
         message: format!("cannot install signal handlers: {e}"),
     })?;
+    if args.url.trim() == "memory:" {
+        return Err(Failure::usage(
+            "memory: cannot share a group between processes; use redis:// or postgres://",
+        ));
+    }
     let group = Group::connect(&args.url, &args.group).await?;
     let mut opts = MemberOptions::ttl(args.ttl);
     if let Some(id) = &args.id {
