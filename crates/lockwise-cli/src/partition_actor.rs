@@ -43,6 +43,9 @@ pub(crate) struct ActorArgs {
     /// The member lease
     #[arg(long, default_value = "1s", value_parser = crate::duration::parse)]
     ttl: Duration,
+    /// PostgreSQL: the schema of the fences (default `lockwise`)
+    #[arg(long)]
+    schema: Option<String>,
 }
 
 /// Where the fenced writes go: the Redis fenced value or the PostgreSQL fence row of
@@ -54,7 +57,7 @@ enum Fence {
 }
 
 impl Fence {
-    async fn open(url: &str) -> lockwise::Result<Fence> {
+    async fn open(url: &str, schema: Option<&str>) -> lockwise::Result<Fence> {
         Ok(match BackendUrl::parse(url)? {
             BackendUrl::Redis(url) => {
                 Fence::Redis(lockwise::backend::redis::RedisBackend::connect(&url).await?)
@@ -64,7 +67,10 @@ impl Fence {
                     .max_connections(4)
                     .connect(&url)
                     .await?;
-                let store = lockwise::postgres::Store::new(pool.clone());
+                let store = match schema {
+                    Some(schema) => lockwise::postgres::Store::with_schema(pool.clone(), schema)?,
+                    None => lockwise::postgres::Store::new(pool.clone()),
+                };
                 store.migrate().await?;
                 Fence::Postgres(pool, store)
             }
@@ -126,7 +132,7 @@ pub(crate) async fn run(args: ActorArgs) -> u8 {
 }
 
 async fn actor(args: ActorArgs) -> lockwise::Result<u8> {
-    let fence = Fence::open(&args.url).await?;
+    let fence = Fence::open(&args.url, args.schema.as_deref()).await?;
     let group = Group::connect(&args.url, &args.group).await?;
     let member = group
         .join(&MemberOptions::ttl(args.ttl).id(&args.id))

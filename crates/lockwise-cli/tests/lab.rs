@@ -578,3 +578,32 @@ fn scaling_reports_both_strategies_and_the_lock_serializes() {
     );
     println!("scaling: {}", skip["outcome"]);
 }
+
+/// Key partitioning: a member frozen during a rebalance; the generation fence rejects its
+/// late writes, and the live members never work on one key together.
+fn partition(backend: Backend) {
+    let (code, doc) = lab(&backend, &["partition"]);
+    assert_predicted(code, &doc);
+    let v = variant(&doc, "a member frozen during a rebalance");
+    assert!(verdict(v, "stale_writes_rejected") >= 1);
+    assert_eq!(verdict(v, "stale_writes_accepted"), 0);
+    assert!(!together(v, "A", "C"));
+    assert!(did(v, "B", "write"));
+}
+
+#[test]
+fn partition_on_redis() {
+    partition(Backend::Redis);
+}
+
+#[test]
+fn partition_on_postgres() {
+    partition(Backend::Postgres);
+}
+
+#[test]
+fn partition_on_file_is_not_run_never_passed() {
+    let (code, doc) = lab(&Backend::file(), &["partition"]);
+    assert_eq!(code, 69, "{doc:#}");
+    assert!(doc["not_run"].as_str().unwrap().contains("redis://"));
+}

@@ -20,7 +20,18 @@ fn member(url: &str, group: &str, id: &str, out: &std::path::Path) -> Child {
     );
     Command::new(BIN)
         .args(["partition", "--url", url, "--group", group, "--keys", "50"])
-        .args(["--ttl", "1s", "--id", id, "--kill-after", "1s", "--", "sh", "-c", &script])
+        .args([
+            "--ttl",
+            "1s",
+            "--id",
+            id,
+            "--kill-after",
+            "1s",
+            "--",
+            "sh",
+            "-c",
+            &script,
+        ])
         .stdout(Stdio::null())
         .spawn()
         .unwrap()
@@ -28,17 +39,26 @@ fn member(url: &str, group: &str, id: &str, out: &std::path::Path) -> Child {
 
 fn members(url: &str, group: &str) -> serde_json::Value {
     let out = Command::new(BIN)
-        .args(["members", "--url", url, "--group", group, "--keys", "50", "--json"])
+        .args([
+            "members", "--url", url, "--group", group, "--keys", "50", "--json",
+        ])
         .output()
         .unwrap();
-    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
     serde_json::from_slice(&out.stdout).unwrap()
 }
 
 /// The last line the command wrote for `id`: (generation, keys).
 fn last_start(out: &std::path::Path, id: &str) -> Option<(u64, Vec<u32>)> {
     let text = std::fs::read_to_string(out).ok()?;
-    let line = text.lines().rev().find(|l| l.starts_with(&format!("{id} ")))?;
+    let line = text
+        .lines()
+        .rev()
+        .find(|l| l.starts_with(&format!("{id} ")))?;
     let mut words = line.split(' ');
     words.next();
     let generation = words.next()?.parse().ok()?;
@@ -58,7 +78,10 @@ fn wait_for<T>(what: &str, mut f: impl FnMut() -> Option<T>) -> T {
         if let Some(v) = f() {
             return v;
         }
-        assert!(start.elapsed() < Duration::from_secs(15), "timed out waiting for {what}");
+        assert!(
+            start.elapsed() < Duration::from_secs(15),
+            "timed out waiting for {what}"
+        );
         std::thread::sleep(Duration::from_millis(50));
     }
 }
@@ -82,7 +105,11 @@ fn scenario(url: &str, group: &str) {
     assert_eq!(listed.len(), 2);
     let total: u64 = listed.iter().map(|m| m["keys"].as_u64().unwrap()).sum();
     assert_eq!(total, 50);
-    assert!(listed.iter().all(|m| m["pid"].as_u64().is_some() && m.get("lease_left_ms").is_some()));
+    assert!(
+        listed
+            .iter()
+            .all(|m| m["pid"].as_u64().is_some() && m.get("lease_left_ms").is_some())
+    );
 
     // b leaves (SIGTERM): a's command is restarted with every key in a newer generation.
     kill(Pid::from_raw(b.id() as i32), Signal::SIGTERM).unwrap();
@@ -120,10 +147,33 @@ fn bad_input_exits_64() {
     for args in [
         vec!["members", "--url", "memory:", "--group", ""],
         vec!["members", "--url", "ftp://x", "--group", "g"],
-        vec!["partition", "--url", "memory:", "--group", "has space", "--", "true"],
-        vec!["partition", "--url", "memory:", "--group", "g", "--ttl", "1ms", "--", "true"],
+        vec![
+            "partition",
+            "--url",
+            "memory:",
+            "--group",
+            "has space",
+            "--",
+            "true",
+        ],
+        vec![
+            "partition",
+            "--url",
+            "memory:",
+            "--group",
+            "g",
+            "--ttl",
+            "1ms",
+            "--",
+            "true",
+        ],
     ] {
         let out = Command::new(BIN).args(&args).output().unwrap();
-        assert_eq!(out.status.code(), Some(64), "{args:?}: {}", String::from_utf8_lossy(&out.stderr));
+        assert_eq!(
+            out.status.code(),
+            Some(64),
+            "{args:?}: {}",
+            String::from_utf8_lossy(&out.stderr)
+        );
     }
 }
