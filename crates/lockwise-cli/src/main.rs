@@ -19,6 +19,7 @@ use clap::{CommandFactory, Parser, Subcommand};
 const AFTER_HELP: &str = "\
 Which tool for which problem:
   many workers draining a queue            a SKIP LOCKED queue, or key partitioning
+  each key's work in one place             key partitioning (lockwise partition)
   a periodic job that runs in one place    a lock (efficiency) or leader election,
                                            plus a unique constraint on (job, period)
   never create a duplicate record          a unique constraint (run_once, idempotency key)

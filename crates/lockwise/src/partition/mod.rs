@@ -61,7 +61,7 @@
 //! Rosters are stored on `memory:`, `redis://` and `postgres://` groups; `file://` and
 //! `mysql://` groups are refused with [`Error::InvalidConfig`] for now.
 
-mod hash;
+pub mod hash;
 mod member;
 #[cfg(feature = "postgres")]
 mod postgres;
