@@ -214,9 +214,10 @@ impl Shared {
 /// A member of a partition [`Group`]: it holds a member lock (renewed by the lease core) and
 /// owns, in each generation, the keys whose rendezvous owner it is.
 ///
-/// Dropping it stops its driver and releases its member lock (on the runtime, as a dropped
-/// [`Guard`] does); the others then take its keys after its lease. [`leave`](Self::leave)
-/// hands them over at once.
+/// Dropping it leaves the group in the background, as [`leave`](Self::leave) does: its key
+/// holds are cancelled, its record is removed once they are all dropped (so the others
+/// rebalance at once), and the member lock is released when the last hold goes (the lease is
+/// the backstop if the runtime stops first).
 #[must_use = "dropping a Member leaves the group at once"]
 #[derive(Debug)]
 pub struct Member {
@@ -293,7 +294,19 @@ impl Member {
             .await?;
         let me: Arc<str> = Arc::from(id.as_str());
         // Register: a record of an earlier life of this id is replaced (we hold its lock now).
+        let mut attempts = 0;
         loop {
+            attempts += 1;
+            if attempts > 100 {
+                return Err(Error::Backend {
+                    backend: "partition",
+                    message: format!(
+                        "could not register in group {:?}: its roster changed 100 times in a row",
+                        group.name
+                    ),
+                    source: None,
+                });
+            }
             let (version, roster) = load(&*group.store, &group.name).await?;
             let mut roster = roster;
             roster.members.insert(
