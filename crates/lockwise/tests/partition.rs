@@ -177,6 +177,49 @@ async fn memory_handoff_without_overlap() {
     handoff_without_overlap(Group::connect("memory:", "orders").await.unwrap()).await;
 }
 
+/// On `file://` each member connects on its own (as separate processes on one machine would):
+/// they share only the directory.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn file_members_connected_separately_share_the_keys() {
+    let dir = tempfile::tempdir().unwrap();
+    let url = format!("file://{}", dir.path().display());
+    let mut members = Vec::new();
+    for i in 0..3 {
+        let group = Group::connect(&url, "orders").await.unwrap();
+        members.push(
+            group
+                .join(&MemberOptions::ttl(TTL).id(format!("m{i}")))
+                .await
+                .unwrap(),
+        );
+    }
+    let refs: Vec<&Member> = members.iter().collect();
+    settled(&refs, 3).await;
+    assert_eq!(owners(&refs, &keys(300)).len(), 300);
+    // A member dropped without `leave` still leaves, in the background: its keys move at once.
+    let gone = members.pop().unwrap();
+    let started = Instant::now();
+    drop(gone);
+    let refs: Vec<&Member> = members.iter().collect();
+    settled(&refs, 2).await;
+    owners(&refs, &keys(300));
+    println!(
+        "file: a dropped member's keys moved in {:?}",
+        started.elapsed()
+    );
+    let status = Group::connect(&url, "orders")
+        .await
+        .unwrap()
+        .status(300)
+        .await
+        .unwrap();
+    assert_eq!(status.members.len(), 2);
+    assert_eq!(
+        status.members.iter().filter_map(|m| m.keys).sum::<u64>(),
+        300
+    );
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn redis_membership_changes() {
     let ns = RedisNamespace::new("partition");

@@ -9,7 +9,7 @@
 //!   [`Locker`], renewed by the lease core. A member that dies or freezes loses it after its
 //!   TTL, exactly as a lock holder does (its own lost signal fires at its local deadline).
 //! - **The roster** (one small value per group in the lock server: a Redis hash, a PostgreSQL
-//!   row, or memory) holds the *generation*, its *view* (the members the keys are assigned
+//!   row, a file beside the lease files, or memory) holds the *generation*, its *view* (the members the keys are assigned
 //!   among) and each member's last acknowledged generation. It is only replaced by
 //!   compare-and-swap.
 //! - **Assignment** is rendezvous hashing over the view ([`rendezvous_owner`]): a change moves
@@ -58,9 +58,10 @@
 //! # Ok(()) }
 //! ```
 //!
-//! Rosters are stored on `memory:`, `redis://` and `postgres://` groups; `file://` and
-//! `mysql://` groups are refused with [`Error::InvalidConfig`] for now.
+//! Rosters are stored on `memory:`, `file://` (processes on one machine), `redis://` and
+//! `postgres://` groups; `mysql://` groups are refused with [`Error::InvalidConfig`] for now.
 
+mod file;
 pub mod hash;
 mod member;
 #[cfg(feature = "postgres")]
@@ -75,6 +76,7 @@ use std::time::Duration;
 pub use hash::{key_hash, rendezvous_owner, static_owner, weight};
 pub use member::{Assignment, KeyHold, Member, MemberOptions};
 
+use crate::backend::file::FileBackend;
 use crate::backend::memory::MemoryBackend;
 use crate::error::{Error, Result};
 use crate::locker::Locker;
@@ -91,7 +93,8 @@ pub struct Group {
 
 impl Group {
     /// The group `name` on the server `url` names: `memory:` (this process only, shared by
-    /// the clones of the returned group), `redis://…` or `postgres://…`.
+    /// the clones of the returned group), `file:///dir` (processes on one machine),
+    /// `redis://…` or `postgres://…`.
     ///
     /// # Errors
     ///
@@ -110,6 +113,13 @@ impl Group {
                 Locker::new(MemoryBackend::new()),
                 Arc::new(MemoryRosters::default()),
             ),
+            BackendUrl::File(dir) => {
+                let backend = FileBackend::open(dir)?;
+                (
+                    Locker::new(backend.clone()),
+                    Arc::new(file::FileRosters(backend)),
+                )
+            }
             #[cfg(feature = "redis")]
             BackendUrl::Redis(url) => {
                 let backend = crate::backend::redis::RedisBackend::connect(&url).await?;
@@ -125,8 +135,8 @@ impl Group {
             ),
             other => {
                 return Err(Error::config(format!(
-                    "partition groups need memory:, redis:// or postgres:// (with its cargo \
-                     feature); {other:?} cannot store a roster"
+                    "partition groups need memory:, file://, redis:// or postgres:// (with its \
+                     cargo feature); {other:?} cannot store a roster"
                 )));
             }
         };
