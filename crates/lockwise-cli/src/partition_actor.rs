@@ -48,12 +48,14 @@ pub(crate) struct ActorArgs {
     schema: Option<String>,
 }
 
-/// Where the fenced writes go: the Redis fenced value or the PostgreSQL fence row of
-/// `<group>/key/<k>`.
+/// Where the fenced writes go: the Redis fenced value, the PostgreSQL fence row or a fenced
+/// file of `<group>/key/<k>`.
 #[derive(Clone)]
 enum Fence {
     Redis(lockwise::backend::redis::RedisBackend),
     Postgres(sqlx::PgPool, lockwise::postgres::Store),
+    /// A fenced file per resource in the lock directory (the lab's).
+    File(std::path::PathBuf),
 }
 
 impl Fence {
@@ -74,9 +76,10 @@ impl Fence {
                 store.migrate().await?;
                 Fence::Postgres(pool, store)
             }
+            BackendUrl::File(dir) => Fence::File(dir),
             _ => {
                 return Err(Error::InvalidConfig {
-                    reason: "partition-actor needs redis:// or postgres://".into(),
+                    reason: "partition-actor needs file://, redis:// or postgres://".into(),
                 });
             }
         })
@@ -90,6 +93,15 @@ impl Fence {
         token: FencingToken,
     ) -> lockwise::Result<bool> {
         let done = match self {
+            Fence::File(dir) => {
+                let path = dir.join(format!("fenced-{}", resource.replace('/', "_")));
+                let file = crate::lab::fenced_file::FencedFile::new(path);
+                return file.write(value, token.get()).map_err(|e| Error::Backend {
+                    backend: "file",
+                    message: format!("fenced write of {resource:?} failed: {e}"),
+                    source: None,
+                });
+            }
             Fence::Redis(redis) => redis.fenced_set(resource, value.as_bytes(), token).await,
             Fence::Postgres(pool, store) => {
                 let mut tx = pool.begin().await?;

@@ -484,16 +484,9 @@ fn all_scenarios_in_one_document() {
             "queue-crash"
         ]
     );
-    for s in &scenarios[..4] {
+    for s in &scenarios[..5] {
         assert_eq!(s["as_predicted"], true, "{s:#}");
     }
-    // Partition groups need Redis or PostgreSQL: not run on the file backend.
-    assert!(
-        scenarios[4]["not_run"]
-            .as_str()
-            .unwrap()
-            .contains("redis://")
-    );
     assert_eq!(scenarios[5]["as_predicted"], false);
     assert!(
         scenarios[5]["not_run"]
@@ -610,8 +603,6 @@ fn partition_on_postgres() {
 }
 
 #[test]
-fn partition_on_file_is_not_run_never_passed() {
-    let (code, doc) = lab(&Backend::file(), &["partition"]);
-    assert_eq!(code, 69, "{doc:#}");
-    assert!(doc["not_run"].as_str().unwrap().contains("redis://"));
+fn partition_on_file() {
+    partition(Backend::file());
 }

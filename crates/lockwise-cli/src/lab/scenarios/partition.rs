@@ -28,7 +28,7 @@ pub(super) static SCENARIO: Scenario = Scenario {
     name: "partition",
     title: "key partitioning: a member frozen during a rebalance, fenced by the generation",
     exercise: None,
-    about: "partitioned keys, a member frozen mid-rebalance: its late writes are fenced (Redis, PostgreSQL)",
+    about: "partitioned keys, a member frozen mid-rebalance: its late writes are fenced",
     backends: Backends::All,
     on_demand: false,
     run: |lab, report| Box::pin(run(lab, report)),
@@ -52,11 +52,11 @@ impl Member {
 }
 
 async fn run(lab: &Lab, report: &mut Report) -> LabResult<()> {
-    if !matches!(lab.backend, LabBackend::Redis(_) | LabBackend::Postgres(_)) {
-        report.not_run = Some(format!(
-            "not run on {}: partition groups keep their roster on redis:// or postgres://",
-            lab.backend.name()
-        ));
+    if matches!(lab.backend, LabBackend::Mysql) {
+        report.not_run = Some(
+            "not run on mysql: partition groups keep their roster on file://, redis:// or postgres://"
+                .into(),
+        );
         return Ok(());
     }
     let group = format!("lab-partition-{}", lab.run_id);
