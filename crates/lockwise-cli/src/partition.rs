@@ -37,7 +37,8 @@ lease keeps running until it wakes, and only the fence stops its late writes.";
 #[derive(Debug, clap::Args)]
 #[command(after_help = EXIT_CODES)]
 pub(crate) struct PartitionArgs {
-    /// The group's server: file:///dir (processes on one machine), redis://… or postgres://…
+    /// The group's server: file:///dir (processes on one machine), redis://…, postgres://… or
+    /// mysql://…
     #[arg(long, env = "LOCKWISE_URL", hide_env_values = true, value_name = "URL")]
     url: String,
     /// The group's name

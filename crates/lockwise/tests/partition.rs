@@ -9,7 +9,7 @@ use std::time::{Duration, Instant};
 
 use lockwise::partition::{Group, Member, MemberOptions};
 use lockwise::{Error, FencingToken};
-use lockwise_testkit::{PgDatabase, RedisNamespace};
+use lockwise_testkit::{MysqlDatabase, PgDatabase, RedisNamespace};
 
 const TTL: Duration = Duration::from_secs(1);
 
@@ -238,6 +238,12 @@ async fn postgres_membership_changes() {
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn mysql_membership_changes() {
+    let db = MysqlDatabase::mysql("partition");
+    membership_changes(Group::connect(&db.url(), "orders").await.unwrap()).await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn postgres_handoff_without_overlap() {
     let db = PgDatabase::postgres("partition");
     handoff_without_overlap(Group::connect(&db.url(), "orders").await.unwrap()).await;
@@ -253,9 +259,7 @@ async fn bad_input_is_a_typed_error() {
         );
     }
     assert!(matches!(
-        Group::connect("mysql://root@127.0.0.1/x", "g")
-            .await
-            .unwrap_err(),
+        Group::connect("ftp://host/x", "g").await.unwrap_err(),
         Error::InvalidConfig { .. }
     ));
     let group = Group::connect("memory:", "g").await.unwrap();

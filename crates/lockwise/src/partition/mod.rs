@@ -9,7 +9,7 @@
 //!   [`Locker`], renewed by the lease core. A member that dies or freezes loses it after its
 //!   TTL, exactly as a lock holder does (its own lost signal fires at its local deadline).
 //! - **The roster** (one small value per group in the lock server: a Redis hash, a PostgreSQL
-//!   row, a file beside the lease files, or memory) holds the *generation*, its *view* (the members the keys are assigned
+//!   or MariaDB row, a file beside the lease files, or memory) holds the *generation*, its *view* (the members the keys are assigned
 //!   among) and each member's last acknowledged generation. It is only replaced by
 //!   compare-and-swap.
 //! - **Assignment** is rendezvous hashing over the view ([`rendezvous_owner`]): a change moves
@@ -58,12 +58,14 @@
 //! # Ok(()) }
 //! ```
 //!
-//! Rosters are stored on `memory:`, `file://` (processes on one machine), `redis://` and
-//! `postgres://` groups; `mysql://` groups are refused with [`Error::InvalidConfig`] for now.
+//! Groups work on every lock backend: `memory:` (one process), `file://` (processes on one
+//! machine), `redis://`, `postgres://` and `mysql://`.
 
 mod file;
 pub mod hash;
 mod member;
+#[cfg(feature = "mysql")]
+mod mysql;
 #[cfg(feature = "postgres")]
 mod postgres;
 #[cfg(feature = "redis")]
@@ -94,7 +96,7 @@ pub struct Group {
 impl Group {
     /// The group `name` on the server `url` names: `memory:` (this process only, shared by
     /// the clones of the returned group), `file:///dir` (processes on one machine),
-    /// `redis://…` or `postgres://…`.
+    /// `redis://…`, `postgres://…` or `mysql://…`.
     ///
     /// # Errors
     ///
@@ -133,10 +135,15 @@ impl Group {
                 Locker::new(crate::backend::postgres::PostgresBackend::connect(&url).await?),
                 Arc::new(postgres::PgRosters::connect(&url).await?),
             ),
+            #[cfg(feature = "mysql")]
+            BackendUrl::Mysql(url) => (
+                Locker::new(crate::backend::mysql::MysqlBackend::connect(&url).await?),
+                Arc::new(mysql::MysqlRosters::connect(&url).await?),
+            ),
+            #[allow(unreachable_patterns)]
             other => {
                 return Err(Error::config(format!(
-                    "partition groups need memory:, file://, redis:// or postgres:// (with its \
-                     cargo feature); {other:?} cannot store a roster"
+                    "this build of lockwise lacks the cargo feature for {other:?}"
                 )));
             }
         };

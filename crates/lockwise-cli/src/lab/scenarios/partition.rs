@@ -54,7 +54,8 @@ impl Member {
 async fn run(lab: &Lab, report: &mut Report) -> LabResult<()> {
     if matches!(lab.backend, LabBackend::Mysql) {
         report.not_run = Some(
-            "not run on mysql: partition groups keep their roster on file://, redis:// or postgres://"
+            "not run on mysql: the lab's partition members write through a fence on file, Redis or \
+             PostgreSQL"
                 .into(),
         );
         return Ok(());
