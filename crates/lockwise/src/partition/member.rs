@@ -380,7 +380,9 @@ impl Member {
     }
 
     /// Starts work on `key`: `Some` while this member [`owns`](Self::owns) it. The member
-    /// acknowledges a generation in which it lost the key only once the hold is dropped.
+    /// acknowledges a generation in which it lost the key only once the hold is dropped, so
+    /// drop it as soon as [`KeyHold::lost`] resolves: until then the key's new owner waits,
+    /// and so does every key gained in that generation, group-wide.
     pub fn hold(&self, key: &str) -> Option<KeyHold> {
         let mut holds = self.shared.holds();
         if !self.shared.owns(key) {
