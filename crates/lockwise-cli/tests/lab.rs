@@ -552,8 +552,8 @@ fn a_user_directory_is_left_as_it_was() {
     assert!(left.is_empty(), "{left:?}");
 }
 
-/// `lockwise lab scaling` (on demand): the lesson's exercise 3 measured, both strategies with
-/// their table. The lock-guarded queue's prediction is structural (one worker inside at a
+/// `lockwise lab scaling` (on demand): the lesson's exercise 3 measured, the three strategies
+/// with their table. The lock-guarded queue's prediction is structural (one worker inside at a
 /// time, no gain from more workers) and is checked; SKIP LOCKED's speed-up is the bench's
 /// business and only reported here.
 #[test]
@@ -578,6 +578,10 @@ fn scaling_reports_both_strategies_and_the_lock_serializes() {
         "{remarks:?}"
     );
     println!("scaling: {}", skip["outcome"]);
+    // The partitioned strategy is measured beside them, every worker on its own rows.
+    let part = variant(&doc, "partitioned");
+    assert!(part["remarks"].as_array().unwrap().len() >= 5, "{part}");
+    println!("scaling, partitioned: {}", part["outcome"]);
 }
 
 /// Key partitioning: a member frozen during a rebalance; the generation fence rejects its
