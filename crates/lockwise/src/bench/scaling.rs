@@ -199,7 +199,7 @@ async fn measure(
         let mut runs: [Vec<Run>; 3] = [Vec::new(), Vec::new(), Vec::new()];
         for round in 0..plan.rounds {
             // Each strategy goes first in turn.
-            let first = round as usize % strategies.len();
+            let first = round % strategies.len();
             for i in (0..strategies.len()).map(|k| (first + k) % strategies.len()) {
                 let run = run_once(
                     setup,
