@@ -28,8 +28,9 @@ use crate::exit;
 /// Internal: one member process of a partition group (tests, lab).
 #[derive(Debug, Args)]
 pub(crate) struct ActorArgs {
-    /// redis:// or postgres:// URL
-    #[arg(long)]
+    /// file://, redis:// or postgres:// URL (the lab passes it in the environment, where `ps`
+    /// does not show a password)
+    #[arg(long, env = "LOCKWISE_PARTITION_ACTOR_URL", hide_env_values = true)]
     url: String,
     /// The group
     #[arg(long)]

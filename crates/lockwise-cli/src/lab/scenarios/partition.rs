@@ -77,7 +77,9 @@ async fn run(lab: &Lab, report: &mut Report) -> LabResult<()> {
 
 fn spawn(lab: &Lab, group: &str, name: &str, latest: &Latest) -> LabResult<Member> {
     let mut cmd = Command::new(&lab.exe);
-    cmd.args(["partition-actor", "--url", &lab.url, "--group", group, "--id", name])
+    // The URL goes through the environment: a password on a command line shows in `ps`.
+    cmd.args(["partition-actor", "--group", group, "--id", name])
+        .env("LOCKWISE_PARTITION_ACTOR_URL", &lab.url)
         .args(["--keys", &KEYS.to_string(), "--ttl", "1s"])
         .stdin(Stdio::null())
         .stdout(Stdio::piped())
