@@ -126,8 +126,18 @@ fn say(line: String) {
     let _ = out.flush();
 }
 
+fn now() -> u64 {
+    lockwise::lease::boottime_nanos().unwrap_or(0)
+}
+
 fn event(id: &str, what: What) {
-    let at = lockwise::lease::boottime_nanos().unwrap_or(0);
+    event_at(id, now(), what);
+}
+
+/// An event stamped `at`: a write is stamped when it was issued, which orders it right
+/// against the other members' writes (a member frozen between issuing a write and reporting
+/// it would otherwise report, late, a write the resource accepted before the handoff).
+fn event_at(id: &str, at: u64, what: What) {
     let event = Event::new(id, std::process::id(), at, what);
     if let Ok(json) = serde_json::to_string(&event) {
         say(format!("E {json}"));
@@ -212,9 +222,11 @@ async fn actor(args: ActorArgs) -> lockwise::Result<u8> {
                         .remove(&key);
                 }
             })));
+            let issued = now();
             match fence.write(&resource, &id, generation).await {
-                Ok(accepted) => event(
+                Ok(accepted) => event_at(
                     &id,
+                    issued,
                     What::Write {
                         resource,
                         token: generation.get(),
@@ -268,9 +280,11 @@ async fn actor(args: ActorArgs) -> lockwise::Result<u8> {
         .clone();
     for (key, generation) in late {
         let resource = format!("{}/key/{key}", args.group);
+        let issued = now();
         let accepted = fence.write(&resource, &args.id, generation).await?;
-        event(
+        event_at(
             &args.id,
+            issued,
             What::Write {
                 resource,
                 token: generation.get(),

@@ -320,10 +320,47 @@ fn scenario(server: &str, url: &str, group: &str) {
         "{:?}",
         verdict.overlaps.first()
     );
-    assert_eq!(verdict.stale_writes_accepted, 0);
+    assert_eq!(
+        verdict.stale_writes_accepted,
+        0,
+        "{}",
+        stale_detail(&events)
+    );
     assert!(late_rejected >= 1, "the woken member made no late write");
     assert!(verdict.stale_writes_rejected as usize >= late_rejected);
     assert!(g4 > g3);
+}
+
+/// The writes of each resource where an accepted write follows a higher accepted token.
+fn stale_detail(events: &[Event]) -> String {
+    let mut sorted: Vec<&Event> = events.iter().collect();
+    sorted.sort_by_key(|e| e.at);
+    let mut highest: BTreeMap<&str, (u64, &Event)> = BTreeMap::new();
+    let mut out = String::new();
+    for e in sorted {
+        if let What::Write {
+            resource,
+            token,
+            accepted: true,
+        } = &e.what
+        {
+            if let Some((top, by)) = highest.get(resource.as_str())
+                && token < top
+            {
+                out.push_str(&format!(
+                    "{resource}: {} wrote {token} at {} after {} wrote {top} at {}\n",
+                    e.process, e.at, by.process, by.at
+                ));
+            }
+            if highest
+                .get(resource.as_str())
+                .is_none_or(|(top, _)| token >= top)
+            {
+                highest.insert(resource, (*token, e));
+            }
+        }
+    }
+    out
 }
 
 #[test]
