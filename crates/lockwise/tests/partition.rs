@@ -218,6 +218,21 @@ async fn file_members_connected_separately_share_the_keys() {
         status.members.iter().filter_map(|m| m.keys).sum::<u64>(),
         300
     );
+    // Removing the roster ends every membership.
+    Group::connect(&url, "orders")
+        .await
+        .unwrap()
+        .remove()
+        .await
+        .unwrap();
+    let start = Instant::now();
+    while !members.iter().all(Member::is_lost) {
+        assert!(
+            start.elapsed() < Duration::from_secs(5),
+            "members outlived their roster"
+        );
+        tokio::time::sleep(Duration::from_millis(10)).await;
+    }
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

@@ -54,4 +54,15 @@ impl RosterStore for FileRosters {
             })
             .await
     }
+
+    async fn remove(&self, group: &str) -> Result<()> {
+        self.0
+            .with_file(&name(group), "roster", |path| {
+                match std::fs::remove_file(path) {
+                    Err(e) if e.kind() != io::ErrorKind::NotFound => Err(e),
+                    _ => Ok(()),
+                }
+            })
+            .await
+    }
 }

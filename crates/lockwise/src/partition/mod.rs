@@ -166,6 +166,18 @@ impl Group {
         })
     }
 
+    /// **For clean-up only**: removes the group's roster, whoever is still registered. A live
+    /// member then finds its record gone and loses its membership; the next member to join
+    /// starts the group afresh. (Generations stay above every earlier one: they come from the
+    /// generation lock's fencing token.)
+    ///
+    /// # Cancel safety
+    ///
+    /// One removal: dropping the future may or may not have removed the roster.
+    pub async fn remove(&self) -> Result<()> {
+        self.store.remove(&self.name).await
+    }
+
     /// The group's name.
     pub fn name(&self) -> &str {
         &self.name

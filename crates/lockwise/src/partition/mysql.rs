@@ -55,4 +55,12 @@ impl RosterStore for MysqlRosters {
         };
         Ok(done.rows_affected() == 1)
     }
+
+    async fn remove(&self, group: &str) -> Result<()> {
+        sqlx::query(include_str!("../../sql/mysql/partition/remove.sql"))
+            .bind(group.as_bytes())
+            .execute(&self.pool)
+            .await?;
+        Ok(())
+    }
 }

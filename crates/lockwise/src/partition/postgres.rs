@@ -72,4 +72,15 @@ impl RosterStore for PgRosters {
             .await?;
         Ok(stored.is_some())
     }
+
+    async fn remove(&self, group: &str) -> Result<()> {
+        sqlx::query(
+            self.schema
+                .sql(include_str!("../../sql/postgres/partition/remove.sql")),
+        )
+        .bind(group)
+        .execute(&self.pool)
+        .await?;
+        Ok(())
+    }
 }

@@ -40,4 +40,12 @@ impl RosterStore for RedisRosters {
             .map_err(|e| self.0.fail("roster swap", e))?;
         Ok(stored == 1)
     }
+
+    async fn remove(&self, group: &str) -> Result<()> {
+        redis::cmd("DEL")
+            .arg(self.0.roster_name(group))
+            .query_async::<()>(&mut self.0.conn())
+            .await
+            .map_err(|e| self.0.fail("roster removal", e))
+    }
 }

@@ -102,6 +102,9 @@ pub(crate) trait RosterStore: Send + Sync + std::fmt::Debug + 'static {
     /// Stores `roster` as version `expected + 1` if the stored version is still `expected`
     /// (0: nothing stored); `false` and nothing changed otherwise.
     async fn swap(&self, group: &str, expected: u64, roster: &str) -> Result<bool>;
+
+    /// Removes the group's roster (whoever is still registered).
+    async fn remove(&self, group: &str) -> Result<()>;
 }
 
 /// The roster in this process's memory, for `memory:` groups.
@@ -125,6 +128,14 @@ impl RosterStore for MemoryRosters {
         }
         all.insert(group.to_owned(), (expected + 1, roster.to_owned()));
         Ok(true)
+    }
+
+    async fn remove(&self, group: &str) -> Result<()> {
+        self.0
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+            .remove(group);
+        Ok(())
     }
 }
 

@@ -71,7 +71,12 @@ async fn run(lab: &Lab, report: &mut Report) -> LabResult<()> {
     }
     let latest: Latest = Arc::default();
     // Every member is killed when its `Child` is dropped (kill_on_drop), whatever happens.
-    report.variants.push(frozen_during_rebalance(lab, &group, &latest).await?);
+    let result = frozen_during_rebalance(lab, &group, &latest).await;
+    // The group's roster stays on the server otherwise (its keys are wiped with the run's).
+    if let Ok(group) = lockwise::partition::Group::connect(&lab.url, &group).await {
+        let _ = group.remove().await;
+    }
+    report.variants.push(result?);
     Ok(())
 }
 
