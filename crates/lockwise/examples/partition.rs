@@ -34,7 +34,8 @@ async fn main() -> lockwise::Result<()> {
             reason: e.to_string(),
         })??;
     }
-    Ok(())
+    // Everyone left: the group's roster can go.
+    group.remove().await
 }
 
 async fn member(group: Group, name: &'static str, stay: Duration) -> lockwise::Result<()> {
