@@ -40,7 +40,7 @@ impl MemberOptions {
     }
 
     /// The member's id (default: the process id and a random suffix). Printable ASCII without
-    /// spaces or braces, at most 100 bytes. Keys are assigned by id, so a member that comes
+    /// spaces, braces or `/`, at most 100 bytes. Keys are assigned by id, so a member that comes
     /// back with the same id gets the same keys back.
     #[must_use]
     pub fn id(mut self, id: impl Into<String>) -> Self {
@@ -281,6 +281,12 @@ impl Member {
             None => format!("{}-{:08x}", std::process::id(), rand::random::<u32>()),
         };
         validate_name("member id", &id, 100)?;
+        if id.contains('/') {
+            // `<group>/member/<id>` must not name another group's lock.
+            return Err(Error::config(format!(
+                "the member id {id:?} may not contain '/'"
+            )));
+        }
         let every = opts
             .check_every
             .unwrap_or(opts.ttl / 5)
