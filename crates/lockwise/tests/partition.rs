@@ -278,6 +278,13 @@ async fn bad_input_is_a_typed_error() {
         Error::InvalidConfig { .. }
     ));
     let group = Group::connect("memory:", "g").await.unwrap();
+    for id in ["a/b", "has space", "{x}"] {
+        let err = group
+            .join(&MemberOptions::ttl(TTL).id(id))
+            .await
+            .unwrap_err();
+        assert!(matches!(err, Error::InvalidConfig { .. }), "{id:?}: {err}");
+    }
     let err = group
         .join(&MemberOptions::ttl(TTL).id(""))
         .await
