@@ -442,7 +442,11 @@ fn print_scaling(plan: Plan, setup: &Scaling, results: &[Entry]) {
          2. Each job costs the lock's round trips (lock, select, update, release) against one\n   \
             UPDATE … RETURNING for a whole batch.\n\
          3. Batches of 10 divide the cost per job again.\n\
-         4. There is no lock to leak: a crashed worker leaves rows, not a held lock."
+         4. There is no lock to leak: a crashed worker leaves rows, not a held lock.\n\
+         Partitioned (each worker claims only id % workers = its index) has no contention by\n\
+         construction: no two workers ever want one row, so nothing is skipped or waited for.\n\
+         Its price: a dead worker's rows wait until the partitioning changes (a live group,\n\
+         `lockwise partition`, moves them within a lease)."
     );
 }
 

@@ -5,6 +5,9 @@ mod child;
 mod duration;
 mod exit;
 mod lab;
+mod members;
+mod partition;
+mod partition_actor;
 mod queue;
 mod run;
 
@@ -16,6 +19,7 @@ use clap::{CommandFactory, Parser, Subcommand};
 const AFTER_HELP: &str = "\
 Which tool for which problem:
   many workers draining a queue            a SKIP LOCKED queue, or key partitioning
+  each key's work in one place             key partitioning (lockwise partition)
   a periodic job that runs in one place    a lock (efficiency) or leader election,
                                            plus a unique constraint on (job, period)
   never create a duplicate record          a unique constraint (run_once, idempotency key)
@@ -58,6 +62,8 @@ struct Cli {
 #[derive(Debug, Subcommand)]
 enum Command {
     Run(run::RunArgs),
+    Partition(partition::PartitionArgs),
+    Members(members::MembersArgs),
     Queue(queue::QueueArgs),
     Lab(lab::LabArgs),
     Bench(bench::BenchArgs),
@@ -75,6 +81,9 @@ enum Command {
     /// Internal: one process of a lab scenario
     #[command(hide = true)]
     LabActor(lab::actor::ActorArgs),
+    /// Internal: one member process of a partition group
+    #[command(hide = true)]
+    PartitionActor(partition_actor::ActorArgs),
     /// Internal: runs a command so that its process tree dies with lockwise
     #[command(hide = true)]
     Supervise(child::SuperviseArgs),
@@ -120,11 +129,14 @@ fn main() -> ExitCode {
     let code = runtime.block_on(async {
         match cli.command {
             Command::Run(args) => run::run(args).await,
+            Command::Partition(args) => partition::run(args).await,
+            Command::Members(args) => members::run(args).await,
             Command::Queue(args) => queue::run(args).await,
             Command::Lab(args) => lab::run(args).await,
             Command::Bench(args) => bench::run(args).await,
             Command::LabActor(args) => lab::actor::run(args).await,
             Command::Supervise(args) => child::supervise(args).await,
+            Command::PartitionActor(args) => partition_actor::run(args).await,
             Command::Completions { .. } | Command::Man { .. } => exit::USAGE,
         }
     });
@@ -140,6 +152,8 @@ fn apply_password_file(command: &mut Command, file: &std::path::Path) -> Result<
     let password = text.lines().next().unwrap_or("");
     let urls = match command {
         Command::Run(args) => args.urls_mut(),
+        Command::Partition(args) => args.urls_mut(),
+        Command::Members(args) => args.urls_mut(),
         Command::Queue(args) => args.urls_mut(),
         Command::Lab(args) => args.urls_mut(),
         Command::Bench(args) => args.urls_mut(),

@@ -110,7 +110,7 @@ fn bench_queue_smoke_runs_the_lesson_s_exercise_3() {
     assert!(out.status.success(), "{out:?}");
     let report: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
     let results = report["results"].as_array().unwrap();
-    assert_eq!(results.len(), 5, "{report}");
+    assert_eq!(results.len(), 7, "{report}");
     let drained = &results[0];
     assert_eq!(
         (&drained["bench"], &drained["backlog"]),
@@ -145,6 +145,12 @@ fn bench_queue_smoke_runs_the_lesson_s_exercise_3() {
                 assert!(trips < 1.0, "{r}");
                 assert!(r["wal_bytes_per_job"].as_f64().unwrap() > 0.0, "{r}");
                 assert!(r["dead_tuples_per_job"].as_f64().unwrap() >= 0.0, "{r}");
+            }
+            "partitioned" => {
+                // Each worker claims only its own rows: every worker inside at once, batches.
+                assert_eq!(r["max_parallel"], r["workers"], "{r}");
+                assert!(r["jobs_per_claim"].as_f64().unwrap() > 1.0, "batches: {r}");
+                assert!(trips < 1.0, "{r}");
             }
             other => panic!("unknown strategy {other}"),
         }

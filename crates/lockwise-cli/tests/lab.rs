@@ -480,15 +480,16 @@ fn all_scenarios_in_one_document() {
             "unsafe-release",
             "check-then-delete",
             "fencing",
+            "partition",
             "queue-crash"
         ]
     );
-    for s in &scenarios[..4] {
+    for s in &scenarios[..5] {
         assert_eq!(s["as_predicted"], true, "{s:#}");
     }
-    assert_eq!(scenarios[4]["as_predicted"], false);
+    assert_eq!(scenarios[5]["as_predicted"], false);
     assert!(
-        scenarios[4]["not_run"]
+        scenarios[5]["not_run"]
             .as_str()
             .unwrap()
             .starts_with("NOT RUN")
@@ -551,8 +552,8 @@ fn a_user_directory_is_left_as_it_was() {
     assert!(left.is_empty(), "{left:?}");
 }
 
-/// `lockwise lab scaling` (on demand): the lesson's exercise 3 measured, both strategies with
-/// their table. The lock-guarded queue's prediction is structural (one worker inside at a
+/// `lockwise lab scaling` (on demand): the lesson's exercise 3 measured, the three strategies
+/// with their table. The lock-guarded queue's prediction is structural (one worker inside at a
 /// time, no gain from more workers) and is checked; SKIP LOCKED's speed-up is the bench's
 /// business and only reported here.
 #[test]
@@ -577,4 +578,35 @@ fn scaling_reports_both_strategies_and_the_lock_serializes() {
         "{remarks:?}"
     );
     println!("scaling: {}", skip["outcome"]);
+    // The partitioned strategy is measured beside them, every worker on its own rows.
+    let part = variant(&doc, "partitioned");
+    assert!(part["remarks"].as_array().unwrap().len() >= 5, "{part}");
+    println!("scaling, partitioned: {}", part["outcome"]);
+}
+
+/// Key partitioning: a member frozen during a rebalance; the generation fence rejects its
+/// late writes, and the live members never work on one key together.
+fn partition(backend: Backend) {
+    let (code, doc) = lab(&backend, &["partition"]);
+    assert_predicted(code, &doc);
+    let v = variant(&doc, "a member frozen during a rebalance");
+    assert!(verdict(v, "stale_writes_rejected") >= 1);
+    assert_eq!(verdict(v, "stale_writes_accepted"), 0);
+    assert!(!together(v, "A", "C"));
+    assert!(did(v, "B", "write"));
+}
+
+#[test]
+fn partition_on_redis() {
+    partition(Backend::Redis);
+}
+
+#[test]
+fn partition_on_postgres() {
+    partition(Backend::Postgres);
+}
+
+#[test]
+fn partition_on_file() {
+    partition(Backend::file());
 }

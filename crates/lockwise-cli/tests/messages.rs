@@ -208,33 +208,35 @@ fn a_password_with_a_hash_works_as_typed() {
 fn lab_actors_carry_no_password_in_argv() {
     let server = lockwise_testkit::RedisServer::start(&["--requirepass", "s3cret-pw"]);
     let url = format!("redis://:s3cret-pw@127.0.0.1:{}/", server.port());
-    let mut lab = Command::new(BIN)
-        .args(["lab", "fencing", "--json", "--url", &url])
-        .stdout(std::process::Stdio::null())
-        .stderr(std::process::Stdio::null())
-        .spawn()
-        .unwrap();
-    let mut actors_seen = 0;
-    let until = std::time::Instant::now() + std::time::Duration::from_secs(20);
-    while lab.try_wait().unwrap().is_none() && std::time::Instant::now() < until {
-        for entry in std::fs::read_dir("/proc").unwrap().flatten() {
-            let Ok(cmdline) = std::fs::read(entry.path().join("cmdline")) else {
-                continue;
-            };
-            let cmdline = String::from_utf8_lossy(&cmdline).replace('\0', " ");
-            if cmdline.contains("lab-actor") {
-                actors_seen += 1;
-                assert!(
-                    !cmdline.contains("s3cret-pw"),
-                    "password in argv: {cmdline}"
-                );
+    for scenario in ["fencing", "partition"] {
+        let mut lab = Command::new(BIN)
+            .args(["lab", scenario, "--json", "--url", &url])
+            .stdout(std::process::Stdio::null())
+            .stderr(std::process::Stdio::null())
+            .spawn()
+            .unwrap();
+        let mut actors_seen = 0;
+        let until = std::time::Instant::now() + std::time::Duration::from_secs(20);
+        while lab.try_wait().unwrap().is_none() && std::time::Instant::now() < until {
+            for entry in std::fs::read_dir("/proc").unwrap().flatten() {
+                let Ok(cmdline) = std::fs::read(entry.path().join("cmdline")) else {
+                    continue;
+                };
+                let cmdline = String::from_utf8_lossy(&cmdline).replace('\0', " ");
+                if cmdline.contains("lab-actor") || cmdline.contains("partition-actor") {
+                    actors_seen += 1;
+                    assert!(
+                        !cmdline.contains("s3cret-pw"),
+                        "password in argv: {cmdline}"
+                    );
+                }
             }
+            std::thread::sleep(std::time::Duration::from_millis(20));
         }
-        std::thread::sleep(std::time::Duration::from_millis(20));
+        let status = lab.wait().unwrap();
+        assert!(status.success(), "{scenario}: {status:?}");
+        assert!(actors_seen > 0, "{scenario}: no actor was seen running");
     }
-    let status = lab.wait().unwrap();
-    assert!(status.success(), "{status:?}");
-    assert!(actors_seen > 0, "no actor was seen running");
 }
 
 /// A lost lock is reported once.

@@ -54,8 +54,8 @@
 //! - the lease core: [`Locker`], [`Guard`], [`LockOptions`] and [`Retry`], [`lease`] (owner
 //!   and fencing tokens, the local deadline), [`Error`];
 //! - [`backend`]: the small trait and one file per server;
-//! - built on [`Locker`]: [`election`] (leader election) and [`singleton`] (a job once per
-//!   period, with [`postgres`]);
+//! - built on [`Locker`]: [`election`] (leader election), [`partition`] (each worker its own
+//!   keys, with live membership) and [`singleton`] (a job once per period, with [`postgres`]);
 //! - [`postgres`]: tools for the caller's own transaction (fenced writes, `run_once`,
 //!   transaction-scoped locks); [`queue`]: a job queue on PostgreSQL or MariaDB;
 //! - [`history`]: the checker of recorded histories behind `lockwise lab`; [`url`]: backend
@@ -74,6 +74,7 @@ pub mod lease;
 mod locker;
 mod loss_check;
 mod options;
+pub mod partition;
 #[cfg(feature = "postgres")]
 pub mod postgres;
 #[cfg(any(feature = "postgres", feature = "mysql"))]

@@ -123,3 +123,31 @@ fn futures_of_the_queue_are_send(
         CancellationToken::new(),
     ));
 }
+
+#[test]
+fn partition_types_are_send_and_sync() {
+    use lockwise::partition::{
+        Assignment, Group, GroupStatus, KeyHold, Member, MemberOptions, MemberStatus,
+    };
+    send_sync::<Group>();
+    send_sync::<Member>();
+    send_sync::<MemberOptions>();
+    send_sync::<Assignment>();
+    send_sync::<KeyHold>();
+    send_sync::<GroupStatus>();
+    send_sync::<MemberStatus>();
+}
+
+#[allow(dead_code)]
+fn futures_of_partition_are_send(
+    group: &lockwise::partition::Group,
+    member: &lockwise::partition::Member,
+    opts: &lockwise::partition::MemberOptions,
+    hold: &lockwise::partition::KeyHold,
+) {
+    send(&lockwise::partition::Group::connect("memory:", "g"));
+    send(&group.join(opts));
+    send(&group.status(10));
+    send(&member.run(["k"], |_key, _generation| async {}));
+    send(&hold.lost());
+}

@@ -151,6 +151,26 @@ impl Lab {
         }
     }
 
+    /// Where the current variant's events go, for actors the lab does not drive through
+    /// [`Proc`] (the partition members).
+    pub(super) fn log(&self) -> Arc<Mutex<Vec<Event>>> {
+        self.current_log()
+    }
+
+    /// Lists an actor the scenario started itself (role and pid) with the variant's actors.
+    pub(super) fn started(&self, name: &str, pid: u32) {
+        if let Ok(mut spawned) = self.spawned.lock() {
+            spawned.push((name.to_owned(), pid));
+        }
+    }
+
+    /// Remembers a key the run used on the lock backend, to wipe it after the run.
+    pub(super) fn remember_key(&self, key: String) {
+        if let Ok(mut keys) = self.keys.lock() {
+            keys.push(key);
+        }
+    }
+
     fn current_log(&self) -> Arc<Mutex<Vec<Event>>> {
         self.log.lock().map(|log| log.clone()).unwrap_or_default()
     }

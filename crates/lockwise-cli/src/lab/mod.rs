@@ -13,7 +13,7 @@ mod children;
 mod client;
 mod engine;
 mod error;
-mod fenced_file;
+pub(crate) mod fenced_file;
 mod judge;
 mod proto;
 mod report;

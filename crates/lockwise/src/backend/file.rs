@@ -91,6 +91,20 @@ impl FileBackend {
         }
     }
 
+    /// Runs `op` on `<dir>/<sha256(name)>.<ext>` under the `flock` of `name` (as a lock of
+    /// that name would be): for small stores kept beside the locks, such as partition rosters.
+    pub(crate) async fn with_file<T>(
+        &self,
+        name: &str,
+        ext: &str,
+        op: impl FnOnce(&Path) -> io::Result<T>,
+    ) -> Result<T> {
+        self.locked(name, |paths, _| {
+            op(&paths.dir.join(format!("{}.{ext}", paths.stem)))
+        })
+        .await
+    }
+
     /// Runs `op` on the files of `key` under the key's `flock`.
     ///
     /// The lock is taken with `try_lock` and an async pause between tries, so a process frozen

@@ -368,11 +368,16 @@ impl RedisBackend {
         })
     }
 
-    fn conn(&self) -> ConnectionManager {
+    /// The Redis name of a partition group's roster (`<prefix>:partition:{<group>}`).
+    pub(crate) fn roster_name(&self, group: &str) -> String {
+        format!("{}:partition:{{{group}}}", self.inner.prefix)
+    }
+
+    pub(crate) fn conn(&self) -> ConnectionManager {
         self.inner.conn.clone()
     }
 
-    fn fail(&self, what: &str, e: redis::RedisError) -> Error {
+    pub(crate) fn fail(&self, what: &str, e: redis::RedisError) -> Error {
         Error::backend(
             "redis",
             format!("{what} on {} failed: {e}", self.inner.redacted_url),

@@ -96,7 +96,7 @@ pub struct Entry {
     /// Acquisitions of each waiter (`handoff`).
     #[serde(skip_serializing_if = "Option::is_none")]
     pub per_waiter: Option<Vec<u64>>,
-    /// `lock-guarded` or `skip-locked` (`scaling`).
+    /// `lock-guarded`, `skip-locked` or `partitioned` (`scaling`).
     #[serde(skip_serializing_if = "Option::is_none")]
     pub strategy: Option<String>,
     /// Workers at once (`scaling`).

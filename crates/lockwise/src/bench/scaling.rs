@@ -8,6 +8,11 @@
 //!   processes it, and only then releases the lock.
 //! - **SKIP LOCKED**: each worker claims up to 10 pending jobs no other worker has locked, in
 //!   one `UPDATE … RETURNING`, and processes them.
+//! - **Partitioned**: worker `i` of `n` claims up to 10 of its own pending jobs (`id % n = i`,
+//!   the lesson's `hash(id) % total_workers == worker_index`) in one `UPDATE … RETURNING`,
+//!   without SKIP LOCKED: no two workers ever select one row, so there is nothing to contend
+//!   for. (The static form: a worker that dies leaves its jobs waiting; `partition::Group`
+//!   is the live one.)
 //!
 //! Counted, not assumed: round trips per job (every lock attempt, refused ones included, every
 //! statement, every release, over the jobs done), jobs per claim, the most workers seen inside
@@ -34,14 +39,17 @@ pub enum Strategy {
     LockGuarded,
     /// `FOR UPDATE SKIP LOCKED`, 10 jobs per claim.
     SkipLocked,
+    /// Each worker claims only its own keys (`id % workers = index`), 10 jobs per claim.
+    Partitioned,
 }
 
 impl Strategy {
-    /// `lock-guarded` or `skip-locked`.
+    /// `lock-guarded`, `skip-locked` or `partitioned`.
     pub fn as_str(self) -> &'static str {
         match self {
             Strategy::LockGuarded => "lock-guarded",
             Strategy::SkipLocked => "skip-locked",
+            Strategy::Partitioned => "partitioned",
         }
     }
 }
@@ -108,6 +116,7 @@ struct Statements {
     lock_fetch: String,
     lock_take: String,
     skip_claim: String,
+    partition_claim: String,
 }
 
 /// Runs the experiment: `plan.rounds` rounds of `plan.round` per strategy and worker count,
@@ -145,6 +154,11 @@ pub async fn scaling(setup: &Scaling, plan: Plan, tick: &(dyn Fn() + Sync)) -> R
                 "../../sql/postgres/bench/scaling_skip_claim.sql"
             ))
             .0,
+        partition_claim: schema
+            .sql(include_str!(
+                "../../sql/postgres/bench/scaling_partition_claim.sql"
+            ))
+            .0,
     };
     let outcome = measure(setup, plan, tick, &mut control, &sql, &name).await;
     let dropped =
@@ -175,17 +189,18 @@ async fn measure(
     sql: &Statements,
     schema_name: &str,
 ) -> Result<Vec<Entry>> {
-    let strategies = [Strategy::LockGuarded, Strategy::SkipLocked];
+    let strategies = [
+        Strategy::LockGuarded,
+        Strategy::SkipLocked,
+        Strategy::Partitioned,
+    ];
     let mut entries = Vec::new();
     for &workers in &setup.workers {
-        let mut runs: [Vec<Run>; 2] = [Vec::new(), Vec::new()];
+        let mut runs: [Vec<Run>; 3] = [Vec::new(), Vec::new(), Vec::new()];
         for round in 0..plan.rounds {
-            let order = if round.is_multiple_of(2) {
-                [0, 1]
-            } else {
-                [1, 0]
-            };
-            for i in order {
+            // Each strategy goes first in turn.
+            let first = round % strategies.len();
+            for i in (0..strategies.len()).map(|k| (first + k) % strategies.len()) {
                 let run = run_once(
                     setup,
                     plan.round,
@@ -270,10 +285,11 @@ async fn run_once(
         let counters = counters.clone();
         let worker = format!("w{n}");
         let io = setup.io;
-        let (fetch, take, claim) = (
+        let (fetch, take, claim, own) = (
             sql.lock_fetch.clone(),
             sql.lock_take.clone(),
             sql.skip_claim.clone(),
+            sql.partition_claim.clone(),
         );
         let locker = lockers.get(n).cloned();
         let key = key.clone();
@@ -284,6 +300,10 @@ async fn run_once(
                         &locker, &key, &mut conn, &fetch, &take, &worker, io, until, &counters,
                     )
                     .await?
+                }
+                None if strategy == Strategy::Partitioned => {
+                    let share = (n, workers);
+                    partitioned(&mut conn, &own, &worker, share, io, until, &counters).await?
                 }
                 None => skip_locked(&mut conn, &claim, &worker, io, until, &counters).await?,
             }
@@ -302,7 +322,7 @@ async fn run_once(
             .await?;
     let per_job = |total: f64| (jobs > 0).then(|| total / jobs as f64);
     let claims = counters.claims.load(Ordering::SeqCst);
-    let (wal, dead) = if strategy == Strategy::SkipLocked {
+    let (wal, dead) = if strategy != Strategy::LockGuarded {
         // The statistics of the closed worker sessions reach the view shortly after.
         sleep(Duration::from_millis(50)).await;
         let dead_after = dead_tuples(control, schema_name).await?;
@@ -399,6 +419,41 @@ async fn skip_locked(
         let ids: Vec<i64> = sqlx::query_scalar(sqlx::AssertSqlSafe(claim.to_owned()))
             .bind(BATCH)
             .bind(worker)
+            .fetch_all(&mut *conn)
+            .await?;
+        for _ in &ids {
+            counters.process(io).await;
+        }
+        if ids.is_empty() {
+            sleep(LOCK_TAKEN_SLEEP).await;
+        }
+    }
+    Ok(())
+}
+
+/// The partitioned worker: claim up to 10 of its own jobs (`id % total = index`), process
+/// them, again. `share` is (index, total).
+async fn partitioned(
+    conn: &mut PgConnection,
+    claim: &str,
+    worker: &str,
+    share: (usize, usize),
+    io: Duration,
+    until: Instant,
+    counters: &Counters,
+) -> Result<()> {
+    let (index, total) = (
+        i64::try_from(share.0).unwrap_or(0),
+        i64::try_from(share.1).unwrap_or(1),
+    );
+    while Instant::now() < until {
+        counters.trip();
+        counters.claims.fetch_add(1, Ordering::Relaxed);
+        let ids: Vec<i64> = sqlx::query_scalar(sqlx::AssertSqlSafe(claim.to_owned()))
+            .bind(BATCH)
+            .bind(worker)
+            .bind(total)
+            .bind(index)
             .fetch_all(&mut *conn)
             .await?;
         for _ in &ids {

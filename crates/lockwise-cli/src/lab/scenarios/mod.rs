@@ -69,6 +69,7 @@ registry![
     check_then_delete,
     fencing,
     pauses,
+    partition,
     queue_crash,
     scaling
 ];

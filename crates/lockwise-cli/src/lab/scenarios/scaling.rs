@@ -96,6 +96,25 @@ async fn run(lab: &Lab, report: &mut Report) -> LabResult<()> {
             )
         },
     ));
+    report.variants.push(variant(
+        Strategy::Partitioned,
+        "each worker claims only its own jobs (id % workers = its index): no two workers ever \
+         want one row, so there is nothing to contend for and throughput grows almost linearly",
+        &results,
+        |rows| {
+            let (_, most) = speedup(rows);
+            let widest = rows.iter().filter_map(|r| r.workers).max().unwrap_or(1);
+            let target = 0.75 * widest as f64;
+            let parallel = rows.iter().filter_map(|r| r.max_parallel).max().unwrap_or(0);
+            expect(
+                &format!("{most:.2}× the 1-worker throughput with {widest} workers, {parallel} inside at once"),
+                &[
+                    (parallel == widest, "not every worker was inside a job at once"),
+                    (widest == 1 || most >= target, "throughput did not grow about linearly"),
+                ],
+            )
+        },
+    ));
     Ok(())
 }
 

@@ -1,0 +1,305 @@
+//! Key partitioning: each worker works on its own keys, so no two workers contend for one —
+//! the lesson's first alternative to a lock, in its static form ([`static_owner`],
+//! `hash(id) % total_workers == worker_index`) and in a live form that survives workers dying
+//! and joining ([`Group`]).
+//!
+//! # The live form
+//!
+//! - **Membership** is a lock: each [`Member`] holds `<group>/member/<id>` through
+//!   [`Locker`], renewed by the lease core. A member that dies or freezes loses it after its
+//!   TTL, exactly as a lock holder does (its own lost signal fires at its local deadline).
+//! - **The roster** (one small value per group in the lock server: a Redis hash, a PostgreSQL
+//!   or MariaDB row, a file beside the lease files, or memory) holds the *generation*, its *view* (the members the keys are assigned
+//!   among) and each member's last acknowledged generation. It is only replaced by
+//!   compare-and-swap.
+//! - **Assignment** is rendezvous hashing over the view ([`rendezvous_owner`]): a change moves
+//!   only the keys of the member that left or joined.
+//! - **Generations.** Every member reads the roster every `ttl / 5` and probes the others'
+//!   member locks. When the live members differ from the view, one member makes a new
+//!   generation: the fencing token of the group's generation lock (`<group>/generation`),
+//!   and above the current generation in any case, written by compare-and-swap. Generations
+//!   strictly increase, and the assignment of one generation is a function of its view, so
+//!   **two members never own one key in the same generation**.
+//! - **Cooperative handoff.** A member adopting a generation first stops its work on the keys
+//!   it lost (cancels their [`KeyHold`]s and waits until they are dropped), then acknowledges
+//!   the generation in the roster. A key it *gains* starts only when the generation is
+//!   *settled*: every live member acknowledged it — the old owner stopped, or its lease expired
+//!   (then its local deadline passed first, and it stopped or is frozen).
+//! - **Fencing.** A frozen member (SIGSTOP) keeps nothing: its keys move after its lease, and
+//!   when it wakes its lost signal fires. A write it had in flight carries the old generation;
+//!   pass the generation ([`KeyHold::generation`], [`Assignment::generation`]) as the
+//!   [`FencingToken`](crate::FencingToken) of `postgres::Store::fence` or
+//!   `RedisBackend::fenced_set`, and the new owner's first write makes every late one fail.
+//!
+//! ```text
+//!   adopt G+1 ──▶ stop lost keys ──▶ ack G+1 ──▶ (all live acked) settled ──▶ start gained keys
+//! ```
+//!
+//! ```
+//! # #[tokio::main] async fn main() -> lockwise::Result<()> {
+//! use std::time::Duration;
+//! use lockwise::partition::{Group, MemberOptions};
+//!
+//! let group = Group::connect("memory:", "orders").await?;
+//! let member = group.join(&MemberOptions::ttl(Duration::from_secs(1))).await?;
+//! let keys: Vec<String> = (0..100).map(|k| k.to_string()).collect();
+//! let mut changes = member.assignment();
+//! while !changes.borrow_and_update().settled {
+//!     changes.changed().await.ok();
+//! }
+//! assert!(keys.iter().all(|k| member.owns(k))); // alone in the group: every key is ours
+//! // Drive a handler over our keys; it is cancelled when a key moves to another member.
+//! let work = member.run(keys, |key, generation| async move {
+//!     // write with `generation` as the fencing token
+//!     let _ = (key, generation);
+//! });
+//! let _ = tokio::time::timeout(Duration::from_millis(50), work).await;
+//! member.leave().await?;
+//! # Ok(()) }
+//! ```
+//!
+//! Groups work on every lock backend: `memory:` (one process), `file://` (processes on one
+//! machine), `redis://`, `postgres://` and `mysql://`.
+
+mod file;
+pub mod hash;
+mod member;
+#[cfg(feature = "mysql")]
+mod mysql;
+#[cfg(feature = "postgres")]
+mod postgres;
+#[cfg(feature = "redis")]
+mod redis;
+mod roster;
+
+use std::sync::Arc;
+use std::time::Duration;
+
+pub use hash::{key_hash, rendezvous_owner, static_owner, weight};
+pub use member::{Assignment, KeyHold, Member, MemberOptions};
+
+use crate::backend::file::FileBackend;
+use crate::backend::memory::MemoryBackend;
+use crate::error::{Error, Result};
+use crate::locker::Locker;
+use crate::url::BackendUrl;
+use roster::{MemoryRosters, RosterStore};
+
+/// A partition group on one lock server: join it to become a [`Member`]. Cheap to clone.
+#[derive(Debug, Clone)]
+pub struct Group {
+    name: Arc<str>,
+    locker: Locker,
+    store: Arc<dyn RosterStore>,
+}
+
+impl Group {
+    /// The group `name` on the server `url` names: `memory:` (this process only, shared by
+    /// the clones of the returned group), `file:///dir` (processes on one machine),
+    /// `redis://…`, `postgres://…` or `mysql://…`.
+    ///
+    /// # Errors
+    ///
+    /// [`Error::InvalidConfig`] for a bad name (empty, over 200 bytes, spaces, braces or
+    /// control characters), an unusable URL, or a backend that cannot store rosters;
+    /// [`Error::Backend`] when the server does not answer.
+    ///
+    /// # Cancel safety
+    ///
+    /// Dropping the future closes whatever it opened; on PostgreSQL the roster table may have
+    /// been created (it is created once and kept).
+    pub async fn connect(url: &str, name: &str) -> Result<Group> {
+        validate_name("group name", name, 200)?;
+        let (locker, store): (Locker, Arc<dyn RosterStore>) = match BackendUrl::parse(url)? {
+            BackendUrl::Memory => (
+                Locker::new(MemoryBackend::new()),
+                Arc::new(MemoryRosters::default()),
+            ),
+            BackendUrl::File(dir) => {
+                let backend = FileBackend::open(dir)?;
+                (
+                    Locker::new(backend.clone()),
+                    Arc::new(file::FileRosters(backend)),
+                )
+            }
+            #[cfg(feature = "redis")]
+            BackendUrl::Redis(url) => {
+                let backend = crate::backend::redis::RedisBackend::connect(&url).await?;
+                (
+                    Locker::new(backend.clone()),
+                    Arc::new(redis::RedisRosters(backend)),
+                )
+            }
+            #[cfg(feature = "postgres")]
+            BackendUrl::Postgres(url) => (
+                Locker::new(crate::backend::postgres::PostgresBackend::connect(&url).await?),
+                Arc::new(postgres::PgRosters::connect(&url).await?),
+            ),
+            #[cfg(feature = "mysql")]
+            BackendUrl::Mysql(url) => (
+                Locker::new(crate::backend::mysql::MysqlBackend::connect(&url).await?),
+                Arc::new(mysql::MysqlRosters::connect(&url).await?),
+            ),
+            #[allow(unreachable_patterns)]
+            other => {
+                return Err(Error::config(format!(
+                    "this build of lockwise lacks the cargo feature for {other:?}"
+                )));
+            }
+        };
+        Ok(Group {
+            name: Arc::from(name),
+            locker,
+            store,
+        })
+    }
+
+    /// A group whose member locks live in `backend` under its prefix, for a Redis backend
+    /// built with [`RedisBackend::builder`](crate::backend::redis::RedisBackend::builder).
+    #[cfg(feature = "redis")]
+    pub fn on_redis(backend: crate::backend::redis::RedisBackend, name: &str) -> Result<Group> {
+        validate_name("group name", name, 200)?;
+        Ok(Group {
+            name: Arc::from(name),
+            locker: Locker::new(backend.clone()),
+            store: Arc::new(redis::RedisRosters(backend)),
+        })
+    }
+
+    /// **For clean-up only**: removes the group's roster, whoever is still registered. A live
+    /// member then finds its record gone and loses its membership; the next member to join
+    /// starts the group afresh. (Generations stay above every earlier one: they come from the
+    /// generation lock's fencing token.)
+    ///
+    /// # Cancel safety
+    ///
+    /// One removal: dropping the future may or may not have removed the roster.
+    pub async fn remove(&self) -> Result<()> {
+        self.store.remove(&self.name).await
+    }
+
+    /// The group's name.
+    pub fn name(&self) -> &str {
+        &self.name
+    }
+
+    /// The locker of the member locks.
+    pub fn locker(&self) -> &Locker {
+        &self.locker
+    }
+
+    /// Joins the group: takes the member lock (waiting up to twice the TTL for an earlier
+    /// life of the same id to expire) and registers. The member owns nothing until it has
+    /// seen a settled generation that includes it (within a few checks; see the module docs).
+    ///
+    /// # Errors
+    ///
+    /// [`Error::InvalidConfig`]/[`Error::InvalidTtl`] for a bad id or TTL;
+    /// [`Error::WaitTimeout`] when the id is held by a live member; backend errors.
+    ///
+    /// # Cancel safety
+    ///
+    /// Dropping the future after the member lock was granted releases it (see
+    /// [`Locker::acquire`]); a record written without its lock is dropped by the next
+    /// rebalance.
+    pub async fn join(&self, opts: &MemberOptions) -> Result<Member> {
+        Member::join(self, opts).await
+    }
+
+    /// The group as the roster and the member locks show it now, with the keys each member
+    /// of the view owns among `keys` (`"0"`, `"1"`, … `keys − 1`).
+    ///
+    /// # Cancel safety
+    ///
+    /// Reads, plus probes of the member locks (a probe that gets a dead member's lock
+    /// releases it at once; its 100 ms lease is the backstop).
+    pub async fn status(&self, keys: u64) -> Result<GroupStatus> {
+        let (_, text) = self.store.load(&self.name).await?;
+        let roster = match text {
+            Some(text) => roster::Roster::decode(&text)?,
+            None => roster::Roster::default(),
+        };
+        let mut counts = vec![0u64; roster.view.len()];
+        for key in 0..keys {
+            if let Some(owner) = rendezvous_owner(&key.to_string(), &roster.view)
+                && let Some(i) = roster.view.iter().position(|m| m == owner)
+            {
+                counts[i] += 1;
+            }
+        }
+        let mut members = Vec::new();
+        for (id, record) in &roster.members {
+            let probe =
+                member::probe(&**self.locker.backend(), &member_key(&self.name, id)).await?;
+            members.push(MemberStatus {
+                id: id.clone(),
+                pid: record.pid,
+                alive: probe.is_some(),
+                lease_left: probe.flatten(),
+                acknowledged: record.acked,
+                keys: roster.view.iter().position(|m| m == id).map(|i| counts[i]),
+            });
+        }
+        Ok(GroupStatus {
+            group: self.name.to_string(),
+            generation: roster.generation,
+            members,
+        })
+    }
+}
+
+/// What [`Group::status`] found.
+#[derive(Debug, Clone)]
+#[non_exhaustive]
+pub struct GroupStatus {
+    /// The group's name.
+    pub group: String,
+    /// The current generation (0: none yet).
+    pub generation: u64,
+    /// Every registered member, by id.
+    pub members: Vec<MemberStatus>,
+}
+
+/// One registered member in a [`GroupStatus`].
+#[derive(Debug, Clone)]
+#[non_exhaustive]
+pub struct MemberStatus {
+    /// Its id.
+    pub id: String,
+    /// Its process id.
+    pub pid: u32,
+    /// Whether its member lock is held.
+    pub alive: bool,
+    /// Its lease's time left, when the backend tells (Redis does; PostgreSQL's session
+    /// leases do not).
+    pub lease_left: Option<Duration>,
+    /// The last generation it acknowledged.
+    pub acknowledged: u64,
+    /// How many of the keys it owns in the current generation; `None` when it is not in it.
+    pub keys: Option<u64>,
+}
+
+/// The key of a member's lock.
+fn member_key(group: &str, id: &str) -> String {
+    format!("{group}/member/{id}")
+}
+
+/// Group names and member ids: printable ASCII without spaces or braces (they go into lock
+/// keys, Redis hash tags and the roster's text form), 1 to `max` bytes.
+fn validate_name(what: &str, name: &str, max: usize) -> Result<()> {
+    if name.is_empty() || name.len() > max {
+        return Err(Error::config(format!(
+            "the {what} must be 1 to {max} bytes long (it is {})",
+            name.len()
+        )));
+    }
+    if !name
+        .chars()
+        .all(|c| c.is_ascii_graphic() && c != '{' && c != '}')
+    {
+        return Err(Error::config(format!(
+            "the {what} {name:?} may hold only printable ASCII without spaces or braces"
+        )));
+    }
+    Ok(())
+}
