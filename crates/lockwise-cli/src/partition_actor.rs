@@ -134,6 +134,21 @@ fn event(id: &str, what: What) {
     event_at(id, now(), what);
 }
 
+/// `W <json>`: a fenced write with the moments it was issued and answered, so that a checker
+/// can tell a stale write (issued after a higher token's write was answered) from two writes
+/// whose order at the resource the stamps cannot tell (the higher one still in flight, e.g.
+/// waiting for a pooled connection, when the lower one was issued).
+fn timed_write(resource: &str, token: u64, accepted: bool, issued: u64) {
+    let line = serde_json::json!({
+        "resource": resource,
+        "token": token,
+        "accepted": accepted,
+        "issued": issued,
+        "answered": now(),
+    });
+    say(format!("W {line}"));
+}
+
 /// An event stamped `at`: a write is stamped when it was issued, which orders it right
 /// against the other members' writes (a member frozen between issuing a write and reporting
 /// it would otherwise report, late, a write the resource accepted before the handoff).
@@ -224,15 +239,18 @@ async fn actor(args: ActorArgs) -> lockwise::Result<u8> {
             })));
             let issued = now();
             match fence.write(&resource, &id, generation).await {
-                Ok(accepted) => event_at(
-                    &id,
-                    issued,
-                    What::Write {
-                        resource,
-                        token: generation.get(),
-                        accepted,
-                    },
-                ),
+                Ok(accepted) => {
+                    timed_write(&resource, generation.get(), accepted, issued);
+                    event_at(
+                        &id,
+                        issued,
+                        What::Write {
+                            resource,
+                            token: generation.get(),
+                            accepted,
+                        },
+                    )
+                }
                 Err(e) => eprintln!("lockwise partition-actor: write failed: {e}"),
             }
             std::future::pending::<()>().await;
@@ -282,6 +300,7 @@ async fn actor(args: ActorArgs) -> lockwise::Result<u8> {
         let resource = format!("{}/key/{key}", args.group);
         let issued = now();
         let accepted = fence.write(&resource, &args.id, generation).await?;
+        timed_write(&resource, generation.get(), accepted, issued);
         event_at(
             &args.id,
             issued,
