@@ -56,6 +56,16 @@ struct QueueArgs {
         value_name = "N,N,…"
     )]
     backlogs: Vec<u64>,
+    /// How many Workers share the throughput bench's 8 handlers, one row each (1: one Worker
+    /// with 8; 8: eight Workers with one each)
+    #[arg(
+        long,
+        value_delimiter = ',',
+        default_value = "1",
+        value_parser = clap::value_parser!(u16).range(1..=8),
+        value_name = "N,N,…"
+    )]
+    splits: Vec<u16>,
     /// Worker counts of exercise 3; 0 skips it
     #[arg(
         long,
@@ -276,7 +286,7 @@ async fn bench_queue(a: QueueArgs) -> Result<u8, Failure> {
     let mut setup = Scaling::new(pg.clone(), redis);
     setup.workers = workers;
     setup.io = a.io;
-    let ticks = (plan.rounds * (setup.workers.len() + backlogs.len())
+    let ticks = (plan.rounds * (setup.workers.len() + backlogs.len() * a.splits.len())
         + sustained_plan.map_or(0, |p| p.rounds))
         * 2;
     let ticks = ticks as u64;
@@ -287,8 +297,12 @@ async fn bench_queue(a: QueueArgs) -> Result<u8, Failure> {
     let tick = || bar.inc(1);
     let mut drained = Vec::new();
     for &backlog in &backlogs {
-        bar.set_message(format!("throughput {backlog}"));
-        drained.push(lockwise::bench::throughput(&pg, backlog, plan, &tick).await?);
+        for &split in &a.splits {
+            bar.set_message(format!("throughput {backlog}"));
+            drained.push(
+                lockwise::bench::throughput(&pg, backlog, usize::from(split), plan, &tick).await?,
+            );
+        }
     }
     if let Some(sustained) = sustained_plan {
         bar.set_message("sustained");
@@ -370,19 +384,23 @@ fn print_throughput(servers: &[ServerInfo], plan: Plan, length: Duration, draine
         return;
     }
     println!(
-        "\nthroughput: no-op jobs drained by one Worker (8 handlers, batch 10) against the naive \
-         claim-10 + complete loop\nissued raw by 8 tasks on the same table; {} rounds per side, \
-         alternating; median [min–max]\n",
+        "\nthroughput: no-op jobs drained by 8 handlers in one Worker (or split among several), \
+         batch 10, against the naive claim-10 + complete loop\nissued raw by 8 tasks on the same \
+         table; {} rounds per side, alternating; median [min–max]\n",
         plan.rounds
     );
     println!(
-        "{:>8}  {:<24} {:<24} {:<18} n_dead_tup peak / end",
-        "backlog", "lockwise jobs/s", "floor jobs/s", "ratio"
+        "{:>8} {:>8}  {:<24} {:<24} {:<18} n_dead_tup peak / end",
+        "backlog", "workers", "lockwise jobs/s", "floor jobs/s", "ratio"
     );
     for e in drained {
         println!(
-            "{:>8}  {:<24} {:<24} {:<18} {} / {}",
+            "{:>8} {:>8}  {:<24} {:<24} {:<18} {} / {}",
             e.backlog.unwrap_or(0),
+            match e.workers.unwrap_or(1).max(1) {
+                w if 8 % w == 0 => format!("{w}×{}", 8 / w),
+                w => w.to_string(),
+            },
             spread(&e.lockwise),
             e.floor.as_ref().map_or_else(|| "-".to_owned(), spread),
             e.ratio.as_ref().map_or_else(|| "-".to_owned(), spread),

@@ -147,7 +147,7 @@ struct WorkArgs {
     #[arg(long, value_parser = clap::value_parser!(u16).range(1..), value_name = "N")]
     batch: Option<u16>,
     /// Most claimed jobs waiting for a free slot, claimed ahead while short jobs run (0: claim
-    /// only for free slots) [default: three batches]
+    /// only for free slots) [default: a batch per claim in flight but one, at most 1000]
     #[arg(long, value_name = "N")]
     prefetch: Option<u16>,
     /// Lease of a claimed job, renewed while it runs (at least 1s)

@@ -36,11 +36,13 @@ struct Statements {
 }
 
 /// Drains a backlog of `backlog` no-op jobs, `plan.rounds` times per side, lockwise and the
-/// floor alternating; unit jobs/s. The store is a schema of the bench's own on `url`, dropped
-/// at the end.
+/// floor alternating; unit jobs/s. Lockwise's 8 handlers are split among `split` [`Worker`]s
+/// (1: one worker with 8 handlers; 8: eight with one each; the entry's `workers`). The store
+/// is a schema of the bench's own on `url`, dropped at the end.
 pub async fn throughput(
     url: &str,
     backlog: u64,
+    split: usize,
     plan: Plan,
     tick: &(dyn Fn() + Sync),
 ) -> Result<Entry> {
@@ -64,7 +66,18 @@ pub async fn throughput(
             "../../sql/postgres/bench/queue_floor_complete.sql"
         )),
     };
-    let outcome = rounds(&queue, &pool, &statements, &name, backlog, plan, tick).await;
+    let split = split.clamp(1, WORKERS);
+    let outcome = rounds(
+        &queue,
+        &pool,
+        &statements,
+        &name,
+        backlog,
+        split,
+        plan,
+        tick,
+    )
+    .await;
     let dropped =
         sqlx::raw_sql(schema.sql(include_str!("../../sql/postgres/bench/scaling_drop.sql")))
             .execute(&pool)
@@ -82,6 +95,7 @@ async fn rounds(
     sql: &Statements,
     schema_name: &str,
     backlog: u64,
+    split: usize,
     plan: Plan,
     tick: &(dyn Fn() + Sync),
 ) -> Result<Entry> {
@@ -106,7 +120,7 @@ async fn rounds(
             let sampler = DeadTuples::start(pool.clone(), schema_name.to_owned()).await;
             let started = Instant::now();
             let done = if lockwise {
-                drain_with_worker(queue).await?
+                drain_with_workers(queue, split).await?
             } else {
                 drain_raw(pool, sql).await?
             };
@@ -130,25 +144,36 @@ async fn rounds(
     }
     let mut entry = Entry::compare("throughput", "postgres", "jobs/s", &ours, &raw)?;
     entry.tasks = Some(WORKERS);
+    entry.workers = Some(split);
     entry.backlog = Some(backlog as u64);
     entry.dead_tuples_peak = Some(peak);
     entry.dead_tuples_end = Some(end);
     Ok(entry)
 }
 
-/// lockwise's side: one worker, 8 handlers, batches of 10, no-op handler, until drained.
-async fn drain_with_worker(queue: &Queue) -> Result<u64> {
-    let report = Worker::new(queue.clone())
-        .concurrency(WORKERS)
-        .batch(BATCH as usize)
-        .poll_interval(Duration::from_millis(20))
-        .until_idle(true)
-        .run(
+/// lockwise's side: 8 handlers split among `split` workers (the rest of 8 / `split` to the
+/// first ones), batches of 10, no-op handler, until drained.
+async fn drain_with_workers(queue: &Queue, split: usize) -> Result<u64> {
+    let mut set = tokio::task::JoinSet::new();
+    for i in 0..split {
+        let handlers = WORKERS / split + usize::from(i < WORKERS % split);
+        let worker = Worker::new(queue.clone())
+            .concurrency(handlers)
+            .batch(BATCH as usize)
+            .poll_interval(Duration::from_millis(20))
+            .until_idle(true);
+        set.spawn(worker.run(
             |_job| async { Ok::<_, String>(()) },
             CancellationToken::new(),
-        )
-        .await?;
-    Ok(report.done)
+        ));
+    }
+    let mut done = 0;
+    while let Some(joined) = set.join_next().await {
+        done += joined
+            .map_err(|e| Error::config(format!("a bench worker failed: {e}")))??
+            .done;
+    }
+    Ok(done)
 }
 
 /// The floor: 8 tasks, each claiming 10 with the naive statement and completing them, until

@@ -201,7 +201,7 @@ pub struct Worker {
     concurrency: usize,
     /// `None`: as many as the concurrency.
     batch: Option<usize>,
-    /// `None`: three batches.
+    /// `None`: a batch per claim in flight but one.
     prefetch: Option<usize>,
     lease: Duration,
     timeout: Option<Duration>,
@@ -243,8 +243,8 @@ fn log_job(id: JobId, queue: &str, attempt: i32, outcome: &str, took: Duration) 
 }
 
 impl Worker {
-    /// A worker for `queue`: concurrency 8, batches as large as the concurrency, three batches
-    /// of prefetch for short jobs, 30 s leases, no execution timeout,
+    /// A worker for `queue`: concurrency 8, batches as large as the concurrency, claims ahead
+    /// for short jobs, 30 s leases, no execution timeout,
     /// a 1 s fallback poll, 30 s of grace at shutdown, retries after 1 s doubling to 1 h.
     pub fn new(queue: Queue) -> Self {
         let id = format!(
@@ -320,8 +320,9 @@ impl Worker {
     }
 
     /// How many claimed jobs may wait for a free handler, so that the next batches are claimed
-    /// while the current one runs (default: three [`batch`](Self::batch)es; `0`: claim only
-    /// for free handlers). Up to four claims are in flight at once while they come back full.
+    /// while the current one runs (default: one [`batch`](Self::batch) per claim in flight
+    /// but one, at most 1,000; `0`: claim only for free handlers). Up to as many claims as
+    /// handlers (from 4 to 16) are in flight at once while they come back full.
     ///
     /// A waiting job is confirmed started and its lease is heartbeated like a running one's;
     /// it starts as soon as a handler is free. Prefetching only pays when a job is short next
@@ -509,7 +510,10 @@ impl Worker {
         // Handlers stopped at the end of the grace period that did not finish: handed back.
         let mut give_back: Vec<(JobId, i32)> = Vec::new();
         let batch = self.batch_size();
-        let prefetch = self.prefetch.unwrap_or(batch * (MAX_CLAIMS - 1));
+        let max_claims = claims_in_flight(self.concurrency);
+        let prefetch = self
+            .prefetch
+            .unwrap_or((batch * (max_claims - 1)).min(MAX_PREFETCH));
         // Confirmed jobs waiting for a free handler, in claim order (also in `running`).
         let mut waiting: VecDeque<Claimed> = VecDeque::new();
         // Claims (each with its confirmation) in flight while handlers run, and how many jobs
@@ -574,7 +578,7 @@ impl Worker {
                     let launch = if claims.is_empty() {
                         (want_claim || busy) && (free > 0 || !acks.is_empty())
                     } else {
-                        busy && free == batch && claims.len() < MAX_CLAIMS
+                        busy && free == batch && claims.len() < max_claims
                     };
                     if !launch {
                         break;
@@ -766,9 +770,17 @@ impl Worker {
     }
 }
 
-/// The most claims a worker has in flight at once: the first whenever there is room, the
-/// others only while claims come back full and there is room for a whole batch.
-const MAX_CLAIMS: usize = 4;
+/// The most claims a worker of `concurrency` handlers has in flight at once — as many as
+/// its handlers, from 4 to 16 —: the first whenever there is room, the others only while
+/// claims come back full and there is room for a whole batch. A claim's answer waits for the
+/// commit's WAL flush, so claims in flight side by side share the flushes (group commit), as
+/// the same handlers split among several workers would.
+fn claims_in_flight(concurrency: usize) -> usize {
+    concurrency.clamp(4, 16)
+}
+
+/// The most jobs a worker claims ahead by default.
+const MAX_PREFETCH: usize = 1_000;
 
 /// One claim (with the acknowledgements it carries) and the confirmation of its jobs' start,
 /// run beside the handlers.
