@@ -13,7 +13,7 @@ use tokio::sync::{Notify, OnceCell};
 use tokio::time::sleep;
 use tokio_util::sync::CancellationToken;
 
-use super::driver::{ClaimRequest, Driver, FailedAttempt, Insert, insert_all};
+use super::driver::{ClaimRequest, Driver, FailedAttempt, Insert, insert_all, insert_in};
 use super::{
     Claimed, DeadJob, Enqueued, Executor, Job, JobId, JobInfo, JobState, Stats, from_micros,
     reported_state,
@@ -43,6 +43,7 @@ struct Statements {
     migration_applied: String,
     migrations_exist: String,
     enqueue: String,
+    enqueue_many: String,
     claim: String,
     claim_any: String,
     confirm_started: String,
@@ -82,6 +83,7 @@ impl Statements {
             migration_applied: sql!("migration_applied.sql"),
             migrations_exist: sql!("migrations_exist.sql"),
             enqueue: sql!("enqueue.sql"),
+            enqueue_many: sql!("enqueue_many.sql"),
             claim: sql!("claim.sql"),
             claim_any: sql!("claim_any.sql"),
             confirm_started: sql!("confirm_started.sql"),
@@ -236,8 +238,53 @@ impl PgDriver {
 impl Insert for PgDriver {
     type Db = sqlx::Postgres;
 
+    /// Arrays are one parameter each: no placeholder limit, only the statement's size.
+    const MAX_ROWS: usize = 10_000;
+    const MAX_BYTES: usize = 16 << 20;
+
     fn pool(&self) -> &PgPool {
         &self.pool
+    }
+
+    async fn insert_many(
+        &self,
+        conn: &mut PgConnection,
+        queue: &str,
+        jobs: &[&Job],
+        payloads: &[&str],
+    ) -> Result<Vec<Option<Enqueued>>> {
+        let priorities: Vec<i16> = jobs.iter().map(|job| job.priority).collect();
+        let delays: Vec<f64> = jobs.iter().map(|job| secs(job.delay)).collect();
+        let attempts: Vec<i32> = jobs.iter().map(|job| job.max_attempts).collect();
+        let keys: Vec<Option<&str>> = jobs.iter().map(|job| job.key.as_deref()).collect();
+        let rows: Vec<(Option<i64>, bool)> = sqlx::query_as(q(&self.sql.enqueue_many))
+            .bind(queue)
+            .bind(payloads)
+            .bind(&priorities)
+            .bind(&delays)
+            .bind(&attempts)
+            .bind(&keys)
+            .fetch_all(&mut *conn)
+            .await?;
+        if rows.len() != jobs.len() {
+            return Err(Error::backend_msg(
+                "postgres",
+                format!(
+                    "enqueue of {} jobs answered {} rows",
+                    jobs.len(),
+                    rows.len()
+                ),
+            ));
+        }
+        Ok(rows
+            .into_iter()
+            .map(|(id, inserted)| {
+                id.map(|id| Enqueued {
+                    id: JobId(id),
+                    duplicate: !inserted,
+                })
+            })
+            .collect())
     }
 
     async fn insert(&self, conn: &mut PgConnection, queue: &str, job: &Job) -> Result<Enqueued> {
@@ -309,6 +356,17 @@ impl Driver for PgDriver {
         let conn = conn.postgres()?;
         self.migrate().await?;
         self.insert(conn, queue, job).await
+    }
+
+    async fn enqueue_many_in(
+        &self,
+        conn: Executor<'_>,
+        queue: &str,
+        jobs: &[Job],
+    ) -> Result<Vec<Enqueued>> {
+        let conn = conn.postgres()?;
+        self.migrate().await?;
+        insert_in(self, conn, queue, jobs).await
     }
 
     async fn claim(&self, request: ClaimRequest<'_>) -> Result<Vec<Claimed>> {
