@@ -6,6 +6,7 @@
 //!
 //! - [`lock`]: sequential and concurrent lock cycles against the [`Floor`] (the fewest round
 //!   trips a safe cycle takes, issued raw), and a contended handoff between waiters.
+//! - [`enqueue`]: one producer's bulk enqueue against the same rows inserted raw.
 //! - [`describe`]: the server's version and durability settings, printed with the figures.
 //!
 //! ```no_run
@@ -17,6 +18,7 @@
 //! # Ok(()) }
 //! ```
 
+pub mod enqueue;
 mod floor;
 pub mod lock;
 pub mod scaling;
@@ -129,6 +131,12 @@ pub struct Entry {
     /// Dead row versions left when lockwise's last drain ended (`throughput`).
     #[serde(skip_serializing_if = "Option::is_none")]
     pub dead_tuples_end: Option<i64>,
+    /// Jobs enqueued per round and side (`enqueue`).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub jobs: Option<u64>,
+    /// Jobs per call or statement (`enqueue`).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub batch: Option<usize>,
 }
 
 impl Entry {
@@ -212,6 +220,8 @@ impl Entry {
             backlog: None,
             dead_tuples_peak: None,
             dead_tuples_end: None,
+            jobs: None,
+            batch: None,
         })
     }
 }
