@@ -257,31 +257,52 @@ impl Insert for PgDriver {
         let delays: Vec<f64> = jobs.iter().map(|job| secs(job.delay)).collect();
         let attempts: Vec<i32> = jobs.iter().map(|job| job.max_attempts).collect();
         let keys: Vec<Option<&str>> = jobs.iter().map(|job| job.key.as_deref()).collect();
-        let rows: Vec<(Option<i64>, bool)> = sqlx::query_as(q(&self.sql.enqueue_many))
-            .bind(queue)
-            .bind(payloads)
-            .bind(&priorities)
-            .bind(&delays)
-            .bind(&attempts)
-            .bind(&keys)
-            .fetch_all(&mut *conn)
-            .await?;
-        if rows.len() != jobs.len() {
+        let present: Vec<&str> = keys.iter().flatten().copied().collect();
+        type Answer = (
+            Option<Vec<i64>>,
+            Option<Vec<i64>>,
+            Option<Vec<String>>,
+            Option<Vec<i64>>,
+        );
+        let (ids, inserted, held_keys, held_ids): Answer =
+            sqlx::query_as(q(&self.sql.enqueue_many))
+                .bind(queue)
+                .bind(payloads)
+                .bind(&priorities)
+                .bind(&delays)
+                .bind(&attempts)
+                .bind(&keys)
+                .bind(&present)
+                .fetch_one(&mut *conn)
+                .await?;
+        let ids = ids.unwrap_or_default();
+        if ids.len() != jobs.len() {
             return Err(Error::backend_msg(
                 "postgres",
-                format!(
-                    "enqueue of {} jobs answered {} rows",
-                    jobs.len(),
-                    rows.len()
-                ),
+                format!("enqueue of {} jobs drew {} ids", jobs.len(), ids.len()),
             ));
         }
-        Ok(rows
+        let inserted: std::collections::HashSet<i64> =
+            inserted.unwrap_or_default().into_iter().collect();
+        let held: std::collections::HashMap<String, i64> = held_keys
+            .unwrap_or_default()
             .into_iter()
-            .map(|(id, inserted)| {
-                id.map(|id| Enqueued {
-                    id: JobId(id),
-                    duplicate: !inserted,
+            .zip(held_ids.unwrap_or_default())
+            .collect();
+        Ok(ids
+            .into_iter()
+            .zip(jobs)
+            .map(|(id, job)| {
+                if inserted.contains(&id) {
+                    return Some(Enqueued {
+                        id: JobId(id),
+                        duplicate: false,
+                    });
+                }
+                let holder = held.get(job.key.as_deref()?)?;
+                Some(Enqueued {
+                    id: JobId(*holder),
+                    duplicate: true,
                 })
             })
             .collect())
