@@ -20,6 +20,9 @@
 //!   listed, retried or purged; **idempotency keys**; enqueue inside the caller's transaction;
 //!   LISTEN/NOTIFY wake-up on PostgreSQL, with polling as the fallback (and the only way on
 //!   MySQL).
+//! - **Bulk enqueue**: [`Queue::enqueue_many`] stores many jobs in one transaction with bulk
+//!   statements (`unnest` arrays on PostgreSQL, multi-row `INSERT` on MySQL), ids in input
+//!   order, with the semantics of enqueueing them one by one.
 //!
 //! One [`Queue`] type serves both databases; [`connect`] picks the database from a URL.
 //!
