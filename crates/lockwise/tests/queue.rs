@@ -1041,6 +1041,23 @@ async fn enqueue_many_returns_ids_in_input_order(q: Queue) {
         [(done[1].id, true), (again[1].id, false), (held, true)]
     );
     assert!(q.enqueue_many(Vec::new()).await.unwrap().is_empty());
+    // Every job with the same priority, attempts and delay: each keeps them.
+    let same = q
+        .enqueue_many((0..3).map(|_| {
+            Job::new(json!({}))
+                .priority(4)
+                .max_attempts(3)
+                .delay(Duration::from_secs(60))
+        }))
+        .await
+        .unwrap();
+    for id in same {
+        let job = q.job(id).await.unwrap().unwrap();
+        assert_eq!(
+            (job.priority, job.max_attempts, job.state),
+            (4, 3, JobState::Scheduled)
+        );
+    }
 }
 
 /// A bad job anywhere in the call stores nothing, and the error names it.

@@ -133,6 +133,16 @@ fn columns(jobs: &[(JobId, i32)]) -> (Vec<i64>, Vec<i32>) {
     jobs.iter().map(|(id, attempt)| (id.0, *attempt)).unzip()
 }
 
+/// `values` as an array for `enqueue_many.sql`: all of them, or only the first when they are
+/// all equal.
+fn shared<T: PartialEq>(values: impl Iterator<Item = T>) -> Vec<T> {
+    let mut all: Vec<T> = values.collect();
+    if all.windows(2).all(|w| w[0] == w[1]) {
+        all.truncate(1);
+    }
+    all
+}
+
 fn secs(d: Duration) -> f64 {
     d.as_secs_f64()
 }
@@ -253,11 +263,17 @@ impl Insert for PgDriver {
         jobs: &[&Job],
         payloads: &[&str],
     ) -> Result<Vec<Option<Enqueued>>> {
-        let priorities: Vec<i16> = jobs.iter().map(|job| job.priority).collect();
-        let delays: Vec<f64> = jobs.iter().map(|job| secs(job.delay)).collect();
-        let attempts: Vec<i32> = jobs.iter().map(|job| job.max_attempts).collect();
-        let keys: Vec<Option<&str>> = jobs.iter().map(|job| job.key.as_deref()).collect();
+        // A column every job shares goes as one element, and keys not at all when no job has
+        // one: fewer bytes on the wire (a statement of 1,000 small jobs stays in one TCP
+        // write).
+        let priorities = shared(jobs.iter().map(|job| job.priority));
+        let delays = shared(jobs.iter().map(|job| secs(job.delay)));
+        let attempts = shared(jobs.iter().map(|job| job.max_attempts));
+        let mut keys: Vec<Option<&str>> = jobs.iter().map(|job| job.key.as_deref()).collect();
         let present: Vec<&str> = keys.iter().flatten().copied().collect();
+        if present.is_empty() {
+            keys.clear();
+        }
         type Answer = (
             Option<Vec<i64>>,
             Option<Vec<i64>>,

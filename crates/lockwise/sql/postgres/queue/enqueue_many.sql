@@ -10,9 +10,15 @@
 -- for each other's keys in the same order instead of deadlocking. The caller passes no key
 -- twice in one call.
 -- $1 queue, $2 payloads (text, JSON), $3 priorities, $4 delays (seconds), $5 max_attempts,
--- $6 idempotency keys (NULL for none), $7 the keys that are not NULL
+-- $6 idempotency keys (NULL for none), $7 the keys that are not NULL. $3, $4 and $5 hold one
+-- element when every job shares it, and $6 none when no job has a key: unnest pads a
+-- shorter array with NULLs, and the first element stands for all.
 WITH input AS MATERIALIZED (
-    SELECT nextval((SELECT pg_get_serial_sequence('{schema}.jobs', 'id'))) AS id, t.*
+    SELECT nextval((SELECT pg_get_serial_sequence('{schema}.jobs', 'id'))) AS id, t.ord,
+           t.payload, t.idempotency_key,
+           COALESCE(t.priority, ($3::int2[])[1]) AS priority,
+           COALESCE(t.delay, ($4::float8[])[1]) AS delay,
+           COALESCE(t.max_attempts, ($5::int4[])[1]) AS max_attempts
       FROM unnest($2::text[], $3::int2[], $4::float8[], $5::int4[], $6::text[])
            WITH ORDINALITY AS t(payload, priority, delay, max_attempts, idempotency_key, ord)
 ),
