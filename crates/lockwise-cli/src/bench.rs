@@ -35,7 +35,9 @@ enum BenchCommand {
     Lock(LockArgs),
     /// Queue throughput against the raw claim-and-complete floor (no-op jobs, backlogs of 10k
     /// and 100k), then the lesson's exercise 3: a queue guarded by a Redis lock against FOR
-    /// UPDATE SKIP LOCKED, with 1, 2, 4 and 8 workers and 5 ms of simulated I/O per job
+    /// UPDATE SKIP LOCKED, with 1, 2, 4 and 8 workers and 5 ms of simulated I/O per job, then
+    /// one producer's bulk enqueue (100k jobs in calls of 1,000) against the same rows
+    /// inserted raw, on PostgreSQL and MariaDB/MySQL
     Queue(QueueArgs),
 }
 
@@ -74,6 +76,18 @@ struct QueueArgs {
         value_name = "N,N,…"
     )]
     workers: Vec<usize>,
+    /// Jobs one producer enqueues per round in the enqueue bench, with enqueue_many in calls
+    /// of --enqueue-batch, against the same rows inserted raw one statement per batch; 0 skips
+    /// it
+    #[arg(long, default_value_t = 100_000, value_name = "N")]
+    enqueue: u64,
+    /// Jobs per enqueue_many call (and per raw statement) in the enqueue bench
+    #[arg(long, default_value_t = 1_000, value_parser = clap::value_parser!(u16).range(1..=10_000), value_name = "N")]
+    enqueue_batch: u16,
+    /// The MariaDB/MySQL database of the enqueue bench [default: $LOCKWISE_MYSQL_URL or
+    /// mysql://root@127.0.0.1:3306/test, measured if it answers]
+    #[arg(long, value_name = "URL")]
+    mysql_url: Option<String>,
     /// Simulated I/O per job
     #[arg(long, default_value = "5ms", value_parser = crate::duration::parse, value_name = "DURATION")]
     io: Duration,
@@ -253,11 +267,18 @@ async fn bench_queue(a: QueueArgs) -> Result<u8, Failure> {
             "--backlogs takes up to 10000000 jobs, or 0 to skip the throughput bench",
         ));
     }
-    if backlogs.is_empty() && workers.is_empty() && a.sustained.is_zero() {
+    if a.enqueue > 10_000_000 {
         return Err(Failure::usage(
-            "nothing to measure: --backlogs 0 and --workers 0 skip both parts (and no --sustained)",
+            "--enqueue takes up to 10000000 jobs, or 0 to skip the enqueue bench",
         ));
     }
+    if backlogs.is_empty() && workers.is_empty() && a.enqueue == 0 && a.sustained.is_zero() {
+        return Err(Failure::usage(
+            "nothing to measure: --backlogs 0, --workers 0 and --enqueue 0 skip every part, and \
+             --sustained is 0",
+        ));
+    }
+    let mut enqueue_jobs = a.enqueue;
     let sustained_plan = if a.sustained.is_zero() {
         None
     } else if a.smoke {
@@ -275,21 +296,39 @@ async fn bench_queue(a: QueueArgs) -> Result<u8, Failure> {
         if !backlogs.is_empty() {
             backlogs = vec![500]; // a smoke run checks the bench, not the figures
         }
+        enqueue_jobs = enqueue_jobs.min(2_000);
         Plan::new(2, Duration::from_millis(300))
     } else {
         Plan::new(usize::from(a.rounds), a.round)
     };
-    let servers = [
+    let mut servers = vec![
         lockwise::bench::describe(&pg).await?,
         lockwise::bench::describe(&redis).await?,
     ];
+    // The enqueue bench's databases: PostgreSQL, and MariaDB/MySQL if it answers (it must
+    // when named).
+    let mut enqueue_urls = Vec::new();
+    if enqueue_jobs > 0 {
+        enqueue_urls.push(pg.clone());
+        let named = a.mysql_url.is_some();
+        let my = a
+            .mysql_url
+            .clone()
+            .unwrap_or_else(|| env("LOCKWISE_MYSQL_URL", "mysql://root@127.0.0.1:3306/test"));
+        match lockwise::bench::describe(&my).await {
+            Ok(info) => {
+                servers.push(info);
+                enqueue_urls.push(my);
+            }
+            Err(e) if named => return Err(e.into()),
+            Err(_) => {}
+        }
+    }
     let mut setup = Scaling::new(pg.clone(), redis);
     setup.workers = workers;
     setup.io = a.io;
-    let ticks = (plan.rounds * (setup.workers.len() + backlogs.len() * a.splits.len())
-        + sustained_plan.map_or(0, |p| p.rounds))
-        * 2;
-    let ticks = ticks as u64;
+    let runs = setup.workers.len() + backlogs.len() * a.splits.len() + enqueue_urls.len();
+    let ticks = ((plan.rounds * runs + sustained_plan.map_or(0, |p| p.rounds)) * 2) as u64;
     let bar = ProgressBar::new(ticks).with_style(
         ProgressStyle::with_template("{spinner} {msg:18} [{bar:30}] {pos}/{len} runs")
             .unwrap_or_else(|_| ProgressStyle::default_bar()),
@@ -314,6 +353,13 @@ async fn bench_queue(a: QueueArgs) -> Result<u8, Failure> {
         bar.set_message("exercise 3");
         results = lockwise::bench::scaling::scaling(&setup, plan, &tick).await?;
     }
+    let mut enqueued = Vec::new();
+    for url in &enqueue_urls {
+        bar.set_message("enqueue");
+        let batch = usize::from(a.enqueue_batch);
+        enqueued
+            .push(lockwise::bench::enqueue::enqueue(url, enqueue_jobs, batch, plan, &tick).await?);
+    }
     bar.finish_and_clear();
     if let (Some(file), false) = (&a.svg, results.is_empty()) {
         chart::scaling(file, &results)?;
@@ -324,7 +370,7 @@ async fn bench_queue(a: QueueArgs) -> Result<u8, Failure> {
             "servers": servers,
             "plan": {"rounds": plan.rounds, "round_ms": plan.round.as_millis() as u64,
                      "io_ms": setup.io.as_secs_f64() * 1e3},
-            "results": drained.iter().chain(&results).collect::<Vec<_>>(),
+            "results": drained.iter().chain(&results).chain(&enqueued).collect::<Vec<_>>(),
         });
         println!("{out}");
     } else {
@@ -332,6 +378,7 @@ async fn bench_queue(a: QueueArgs) -> Result<u8, Failure> {
         if !results.is_empty() {
             print_scaling(plan, &setup, &results);
         }
+        print_enqueue(plan, &enqueued);
     }
     Ok(0)
 }
@@ -406,6 +453,35 @@ fn print_throughput(servers: &[ServerInfo], plan: Plan, length: Duration, draine
             e.ratio.as_ref().map_or_else(|| "-".to_owned(), spread),
             e.dead_tuples_peak.unwrap_or(0),
             e.dead_tuples_end.unwrap_or(0),
+        );
+    }
+}
+
+/// The enqueue table: one producer's enqueue_many against the same rows inserted raw.
+fn print_enqueue(plan: Plan, enqueued: &[Entry]) {
+    let Some(first) = enqueued.first() else {
+        return;
+    };
+    println!(
+        "\nenqueue: one producer enqueues {} no-op jobs with enqueue_many in calls of {}, against \
+         the same rows\ninserted raw, one statement per {}; {} rounds per side, alternating; \
+         median [min–max]\n",
+        first.jobs.unwrap_or(0),
+        first.batch.unwrap_or(0),
+        first.batch.unwrap_or(0),
+        plan.rounds
+    );
+    println!(
+        "{:<10} {:<24} {:<24} ratio",
+        "backend", "lockwise jobs/s", "floor jobs/s"
+    );
+    for e in enqueued {
+        println!(
+            "{:<10} {:<24} {:<24} {}",
+            e.backend,
+            spread(&e.lockwise),
+            e.floor.as_ref().map_or_else(|| "-".to_owned(), spread),
+            e.ratio.as_ref().map_or_else(|| "-".to_owned(), spread),
         );
     }
 }
@@ -628,7 +704,12 @@ impl BenchArgs {
     pub(crate) fn urls_mut(&mut self) -> Vec<&mut String> {
         match &mut self.command {
             BenchCommand::Lock(a) => a.urls.iter_mut().collect(),
-            BenchCommand::Queue(a) => a.url.iter_mut().chain(a.redis_url.iter_mut()).collect(),
+            BenchCommand::Queue(a) => a
+                .url
+                .iter_mut()
+                .chain(a.redis_url.iter_mut())
+                .chain(a.mysql_url.iter_mut())
+                .collect(),
         }
     }
 }

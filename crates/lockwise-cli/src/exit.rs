@@ -2,6 +2,9 @@
 
 /// A usage error: bad arguments, key, TTL, duration or URL; a queue store not migrated.
 pub(crate) const USAGE: u8 = 64;
+/// The input data is bad: a line of `queue enqueue --jsonl` that is not a valid job
+/// (sysexits' EX_DATAERR).
+pub(crate) const DATA: u8 = 65;
 /// What a command names does not exist: `queue retry` of an id that is no dead job (sysexits'
 /// EX_NOINPUT).
 pub(crate) const NO_SUCH_JOB: u8 = 66;

@@ -26,6 +26,8 @@ Exit codes:
   64        usage error: arguments, duration, URL, --payload not JSON or unreadable, an invalid
             job (NUL, queue name or key length); stats/dead/show/list/retry/cancel/purge/prune
             on a store that was never migrated (they create nothing)
+  65        enqueue --jsonl: a line that is not a valid job (the message names it); nothing
+            from the input is stored
   66        retry: no dead job with that id; show: no job with that id; cancel: no job
             with that id that has not finished
   69        backend failure: refused, authentication, TLS, protocol; no answer within 10 s
@@ -44,7 +46,8 @@ pub(crate) struct QueueArgs {
 enum QueueCommand {
     /// Create or upgrade the queue's tables
     Migrate(Conn),
-    /// Add a job; prints its id (an existing job's id for a duplicate --key)
+    /// Add a job; prints its id (an existing job's id for a duplicate --key). With --jsonl,
+    /// add one job per line of stdin, all or none, and print their ids in order
     Enqueue(EnqueueArgs),
     /// Run CMD once per job: exit 0 = done, anything else = failed
     ///
@@ -99,11 +102,24 @@ struct EnqueueArgs {
     queue: String,
     /// The job's payload, JSON; `-` reads it from stdin, `@FILE` from a file (for payloads
     /// too large for the command line)
-    #[arg(long, value_name = "JSON|-|@FILE")]
-    payload: String,
+    #[arg(long, value_name = "JSON|-|@FILE", required_unless_present = "jsonl")]
+    payload: Option<String>,
     /// The payload's text once read (from the argument, stdin or the file).
     #[arg(skip)]
     payload_text: Vec<u8>,
+    /// Read jobs from stdin, one JSON object per line, and enqueue them all in one
+    /// transaction (bulk statements of up to 10,000 jobs): all or none. Each line is
+    /// {"payload": JSON, "key": "K", "unique_for": "1h", "priority": P, "delay": "5s",
+    /// "max_attempts": N} with only "payload" required; durations are written as for the
+    /// flags, other fields are refused, blank lines skipped. --priority, --delay and
+    /// --max-attempts give the defaults of the lines that leave them out. Prints one id per
+    /// line, in input order (with --json one object per line). A line that is not a valid
+    /// job exits 65, naming it, before anything is stored
+    #[arg(long, conflicts_with_all = ["payload", "key", "unique_for"])]
+    jsonl: bool,
+    /// The jobs read with --jsonl.
+    #[arg(skip)]
+    jobs: Vec<Job>,
     /// Idempotency key: a second enqueue with the same key in the same queue prints the first
     /// job's id and adds nothing
     #[arg(long, value_name = "K")]
@@ -297,23 +313,39 @@ const ONE_SHOT_BOUND: Duration = Duration::from_secs(10);
 pub(crate) async fn run(args: QueueArgs) -> u8 {
     let command = match args.command {
         // Read before the 10 s bound starts: a large payload may be slow to arrive on stdin.
-        QueueCommand::Enqueue(mut a) => match read_payload(&a.payload).await {
-            Ok(text) => {
-                a.payload_text = text;
+        QueueCommand::Enqueue(mut a) if a.jsonl => match read_jsonl(&a).await {
+            Ok(jobs) => {
+                a.jobs = jobs;
                 QueueCommand::Enqueue(a)
             }
             Err(failure) => return failure.report(),
         },
+        QueueCommand::Enqueue(mut a) => {
+            match read_payload(a.payload.as_deref().unwrap_or("-")).await {
+                Ok(text) => {
+                    a.payload_text = text;
+                    QueueCommand::Enqueue(a)
+                }
+                Err(failure) => return failure.report(),
+            }
+        }
         command => command,
+    };
+    // Bulk input gets one more second per 10,000 jobs.
+    let bound = match &command {
+        QueueCommand::Enqueue(a) => {
+            ONE_SHOT_BOUND + Duration::from_secs(a.jobs.len() as u64 / 10_000)
+        }
+        _ => ONE_SHOT_BOUND,
     };
     let outcome = match command {
         QueueCommand::Work(a) => work(a).await,
-        command => tokio::time::timeout(ONE_SHOT_BOUND, dispatch(command))
+        command => tokio::time::timeout(bound, dispatch(command))
             .await
             .unwrap_or_else(|_| {
                 Err(Failure {
                     code: exit::BACKEND,
-                    message: format!("no answer from the database within {ONE_SHOT_BOUND:?}"),
+                    message: format!("no answer from the database within {bound:?}"),
                 })
             }),
     };
@@ -321,6 +353,71 @@ pub(crate) async fn run(args: QueueArgs) -> u8 {
         Ok(code) => code,
         Err(failure) => failure.report(),
     }
+}
+
+/// One line of `queue enqueue --jsonl`: the flags of one job.
+#[derive(Debug, serde::Deserialize)]
+#[serde(deny_unknown_fields)]
+struct JobLine {
+    payload: serde_json::Value,
+    key: Option<String>,
+    unique_for: Option<String>,
+    priority: Option<i16>,
+    delay: Option<String>,
+    max_attempts: Option<u16>,
+}
+
+/// Reads stdin whole and makes a job of each line that is not blank, checked as the
+/// database would; the first bad line is a data error (exit 65) naming it.
+async fn read_jsonl(a: &EnqueueArgs) -> Result<Vec<Job>, Failure> {
+    let mut text = Vec::new();
+    tokio::io::stdin()
+        .read_to_end(&mut text)
+        .await
+        .map_err(|e| Failure::usage(format!("--jsonl: cannot read stdin: {e}")))?;
+    let bad = |number: usize, why: String| Failure {
+        code: exit::DATA,
+        message: format!("--jsonl: line {number}: {why}; nothing was enqueued"),
+    };
+    let mut jobs = Vec::new();
+    for (i, line) in text.split(|&b| b == b'\n').enumerate() {
+        let number = i + 1;
+        if line.iter().all(u8::is_ascii_whitespace) {
+            continue;
+        }
+        let line: JobLine = serde_json::from_slice(line).map_err(|e| {
+            // serde's own position counts lines of this line only: keep its column.
+            let at = format!(" at line {} column {}", e.line(), e.column());
+            let why = e.to_string();
+            let why = why.strip_suffix(&at).unwrap_or(&why);
+            bad(number, format!("column {}: {why}", e.column()))
+        })?;
+        let duration = |field: &str, text: Option<String>| {
+            text.map(|t| duration::parse(&t).map_err(|e| bad(number, format!("{field}: {e}"))))
+                .transpose()
+        };
+        let delay = duration("delay", line.delay)?.or(a.delay);
+        let unique_for = duration("unique_for", line.unique_for)?;
+        let max_attempts = line.max_attempts.unwrap_or(a.max_attempts);
+        if max_attempts == 0 {
+            return Err(bad(number, "max_attempts must be at least 1".to_owned()));
+        }
+        let mut job = Job::new(line.payload)
+            .priority(line.priority.unwrap_or(a.priority))
+            .max_attempts(max_attempts);
+        if let Some(key) = line.key {
+            job = job.key(key);
+        }
+        if let Some(delay) = delay {
+            job = job.delay(delay);
+        }
+        if let Some(window) = unique_for {
+            job = job.unique_for(window);
+        }
+        job.check().map_err(|e| bad(number, e.to_string()))?;
+        jobs.push(job);
+    }
+    Ok(jobs)
 }
 
 /// The text of `--payload`: the argument itself, stdin for `-`, a file's content for `@FILE`.
@@ -378,6 +475,27 @@ async fn dispatch(command: QueueCommand) -> Result<u8, Failure> {
                 Err(e) => return Err(e.into()),
             };
             eprintln!("lockwise: {done}");
+        }
+        QueueCommand::Enqueue(a) if a.jsonl => {
+            lockwise::queue::check_queue_name(&a.queue)?;
+            if a.jobs.is_empty() {
+                return Ok(0);
+            }
+            let queue = open(&a.conn, &a.queue, 1, Store::Migrate).await?;
+            let done = queue.enqueue_many_with_status(a.jobs).await?;
+            let mut out = String::with_capacity(done.len() * 12);
+            for enqueued in done {
+                if a.json {
+                    out.push_str(
+                        &serde_json::json!({"id": enqueued.id.0, "duplicate": enqueued.duplicate})
+                            .to_string(),
+                    );
+                } else {
+                    out.push_str(&enqueued.id.to_string());
+                }
+                out.push('\n');
+            }
+            print!("{out}");
         }
         QueueCommand::Enqueue(a) => {
             let payload: serde_json::Value = serde_json::from_slice(&a.payload_text)

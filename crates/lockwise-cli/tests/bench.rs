@@ -109,9 +109,22 @@ fn bench_queue_smoke_runs_the_lesson_s_exercise_3() {
         .unwrap();
     assert!(out.status.success(), "{out:?}");
     let report: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
-    let results = report["results"].as_array().unwrap();
+    let all = report["results"].as_array().unwrap();
+    // The enqueue rows come last: PostgreSQL's, then MariaDB's if it answers.
+    let (enqueued, results): (Vec<_>, Vec<_>) = all.iter().partition(|r| r["bench"] == "enqueue");
     assert_eq!(results.len(), 7, "{report}");
-    let drained = &results[0];
+    assert!(!enqueued.is_empty(), "{report}");
+    assert_eq!(enqueued[0]["backend"], "postgres", "{report}");
+    for e in &enqueued {
+        assert_eq!(
+            (&e["jobs"], &e["batch"]),
+            (&serde_json::json!(2_000), &serde_json::json!(1_000)),
+            "{e}"
+        );
+        assert!(e["lockwise"]["median"].as_f64().unwrap() > 0.0, "{e}");
+        assert!(e["floor"]["median"].as_f64().unwrap() > 0.0, "{e}");
+    }
+    let drained = results[0];
     assert_eq!(
         (&drained["bench"], &drained["backlog"]),
         (&serde_json::json!("throughput"), &serde_json::json!(500)),
@@ -129,7 +142,7 @@ fn bench_queue_smoke_runs_the_lesson_s_exercise_3() {
         drained["dead_tuples_peak"].as_i64().unwrap() >= 0,
         "{drained}"
     );
-    for r in &results[1..] {
+    for r in results[1..].iter().copied() {
         assert_eq!(r["bench"], "scaling", "{r}");
         assert!(r["jobs_per_s"].as_f64().unwrap() > 0.0, "{r}");
         let trips = r["round_trips_per_job"].as_f64().unwrap();
@@ -174,7 +187,16 @@ fn bench_queue_smoke_runs_the_lesson_s_exercise_3() {
 fn bench_queue_sustained_smoke_reports_both_sides_and_dead_tuples() {
     let out = Command::new(BIN)
         .args(["bench", "queue", "--smoke", "--json"])
-        .args(["--backlogs", "0", "--workers", "0", "--sustained", "1s"])
+        .args([
+            "--backlogs",
+            "0",
+            "--workers",
+            "0",
+            "--enqueue",
+            "0",
+            "--sustained",
+            "1s",
+        ])
         .args(["--depth", "300"])
         .args(["--url", "postgres://postgres@127.0.0.1:5432/postgres"])
         .args(["--redis-url", "redis://127.0.0.1:6379/"])

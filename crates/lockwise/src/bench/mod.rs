@@ -6,6 +6,7 @@
 //!
 //! - [`lock`]: sequential and concurrent lock cycles against the [`Floor`] (the fewest round
 //!   trips a safe cycle takes, issued raw), and a contended handoff between waiters.
+//! - [`enqueue`]: one producer's bulk enqueue against the same rows inserted raw.
 //! - [`describe`]: the server's version and durability settings, printed with the figures.
 //!
 //! ```no_run
@@ -17,6 +18,7 @@
 //! # Ok(()) }
 //! ```
 
+pub mod enqueue;
 mod floor;
 pub mod lock;
 pub mod scaling;
@@ -136,6 +138,12 @@ pub struct Entry {
     /// How long each job ran, ms (`sustained`).
     #[serde(skip_serializing_if = "Option::is_none")]
     pub job_ms: Option<f64>,
+    /// Jobs enqueued per round and side (`enqueue`).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub jobs: Option<u64>,
+    /// Jobs per call or statement (`enqueue`).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub batch: Option<usize>,
 }
 
 impl Entry {
@@ -221,6 +229,8 @@ impl Entry {
             dead_tuples_end: None,
             floor_dead_tuples_peak: None,
             job_ms: None,
+            jobs: None,
+            batch: None,
         })
     }
 }

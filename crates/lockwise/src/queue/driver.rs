@@ -52,12 +52,20 @@ pub(crate) trait Driver: std::fmt::Debug + Send + Sync + 'static {
     async fn verify_migrated(&self) -> Result<()>;
 
     /// Inserts jobs (or finds the jobs with the same idempotency keys): one job on a pooled
-    /// connection, several in one transaction ([`insert_all`]).
+    /// connection, several in one transaction, in bulk statements ([`insert_all`]).
     async fn enqueue_many(&self, queue: &str, jobs: &[Job]) -> Result<Vec<Enqueued>>;
 
     /// Inserts one job through the caller's connection; a connection of another database is
     /// an [`Error::InvalidConfig`](crate::Error::InvalidConfig).
     async fn enqueue_in(&self, conn: Executor<'_>, queue: &str, job: &Job) -> Result<Enqueued>;
+
+    /// Inserts jobs through the caller's connection ([`insert_in`]), in its transaction.
+    async fn enqueue_many_in(
+        &self,
+        conn: Executor<'_>,
+        queue: &str,
+        jobs: &[Job],
+    ) -> Result<Vec<Enqueued>>;
 
     /// Acknowledges the request's finished jobs as done, then claims up to its limit.
     async fn claim(&self, request: ClaimRequest<'_>) -> Result<Vec<Claimed>>;
@@ -134,15 +142,33 @@ pub(crate) trait Driver: std::fmt::Debug + Send + Sync + 'static {
     }
 }
 
-/// The one step of enqueueing that differs between databases: the INSERT of one job (or the
-/// lookup of the job with the same idempotency key), on a connection of its database.
+/// The steps of enqueueing that differ between databases: the INSERT of one job (or the
+/// lookup of the job with the same idempotency key), and the one statement that inserts a run
+/// of jobs, on a connection of its database.
 #[async_trait]
 pub(super) trait Insert: Sync {
     /// The database.
     type Db: sqlx::Database;
 
+    /// The most jobs one bulk statement carries.
+    const MAX_ROWS: usize;
+
+    /// The most payload bytes one bulk statement carries (a single larger payload still goes,
+    /// alone).
+    const MAX_BYTES: usize;
+
     /// The store's pool.
     fn pool(&self) -> &sqlx::Pool<Self::Db>;
+
+    /// Readies a pooled connection for the transaction of [`insert_all`] (MySQL: READ
+    /// COMMITTED, so that looking for keys takes no gap locks).
+    async fn before_transaction(
+        &self,
+        conn: &mut <Self::Db as sqlx::Database>::Connection,
+    ) -> Result<()> {
+        let _ = conn;
+        Ok(())
+    }
 
     /// Inserts `job` into `queue` through `conn`.
     async fn insert(
@@ -151,24 +177,145 @@ pub(super) trait Insert: Sync {
         queue: &str,
         job: &Job,
     ) -> Result<Enqueued>;
+
+    /// Inserts `jobs` (no key twice, no uniqueness window; `payloads` their payloads as JSON
+    /// text) into `queue` through `conn` in one statement, or finds the jobs holding their
+    /// keys: one answer per job, in their order, `None` where the job holding its key
+    /// committed too late for this statement to see it (the caller asks again).
+    async fn insert_many(
+        &self,
+        conn: &mut <Self::Db as sqlx::Database>::Connection,
+        queue: &str,
+        jobs: &[&Job],
+        payloads: &[&str],
+    ) -> Result<Vec<Option<Enqueued>>>;
 }
 
 /// Enqueues `jobs` with `store`: one job on a pooled connection (one round trip), several in
-/// one transaction (all or none, and on PostgreSQL one NOTIFY).
+/// one transaction ([`insert_in`]: all or none, and on PostgreSQL one NOTIFY).
 pub(super) async fn insert_all<S: Insert>(
     store: &S,
     queue: &str,
     jobs: &[Job],
 ) -> Result<Vec<Enqueued>> {
+    let mut conn = store.pool().acquire().await?;
     if let [job] = jobs {
-        let mut conn = store.pool().acquire().await?;
         return Ok(vec![store.insert(&mut conn, queue, job).await?]);
     }
-    let mut tx = store.pool().begin().await?;
-    let mut ids = Vec::with_capacity(jobs.len());
-    for job in jobs {
-        ids.push(store.insert(&mut tx, queue, job).await?);
-    }
+    store.before_transaction(&mut conn).await?;
+    let mut tx = sqlx::Connection::begin(&mut *conn).await?;
+    let ids = insert_in(store, &mut tx, queue, jobs).await?;
     tx.commit().await?;
     Ok(ids)
+}
+
+/// Enqueues `jobs` through `conn`, in input order: each run of jobs without a uniqueness
+/// window in bulk statements of at most [`Insert::MAX_ROWS`] jobs and
+/// [`Insert::MAX_BYTES`] of payload, and each job whose key has a window
+/// ([`Job::unique_for`]) with the per-job statements, in its place. Releasing an expired key
+/// and inserting after it depends on every job before it with the same key, in this call
+/// too: done one job at a time, it keeps exactly the semantics of enqueueing the jobs one by
+/// one, at the cost of a round trip or two for each such job.
+pub(super) async fn insert_in<S: Insert>(
+    store: &S,
+    conn: &mut <S::Db as sqlx::Database>::Connection,
+    queue: &str,
+    jobs: &[Job],
+) -> Result<Vec<Enqueued>> {
+    let mut done = Vec::with_capacity(jobs.len());
+    let mut rest = jobs;
+    while let Some(first) = rest.first() {
+        if first.windowed_key().is_some() {
+            done.push(store.insert(&mut *conn, queue, first).await?);
+            rest = &rest[1..];
+            continue;
+        }
+        let end = rest
+            .iter()
+            .position(|job| job.windowed_key().is_some())
+            .unwrap_or(rest.len());
+        let (run, after) = rest.split_at(end);
+        let payloads: Vec<String> = run.iter().map(|job| job.payload.to_string()).collect();
+        let mut start = 0;
+        while start < run.len() {
+            let mut stop = start;
+            let mut bytes = 0;
+            while stop < run.len()
+                && stop - start < S::MAX_ROWS
+                && (stop == start || bytes + payloads[stop].len() <= S::MAX_BYTES)
+            {
+                bytes += payloads[stop].len();
+                stop += 1;
+            }
+            let chunk = insert_run(
+                store,
+                conn,
+                queue,
+                &run[start..stop],
+                &payloads[start..stop],
+            );
+            done.extend(chunk.await?);
+            start = stop;
+        }
+        rest = after;
+    }
+    Ok(done)
+}
+
+/// Enqueues one chunk of jobs without a uniqueness window, in bulk: a key repeated in the
+/// chunk is inserted (or found) once, and the later jobs with it get the same id, as
+/// duplicates.
+async fn insert_run<S: Insert>(
+    store: &S,
+    conn: &mut <S::Db as sqlx::Database>::Connection,
+    queue: &str,
+    jobs: &[Job],
+    payloads: &[String],
+) -> Result<Vec<Enqueued>> {
+    // For each job, the index of the first job of the chunk with its key (itself if none).
+    let mut first_with_key: std::collections::HashMap<&str, usize> =
+        std::collections::HashMap::new();
+    let origin: Vec<usize> = jobs
+        .iter()
+        .enumerate()
+        .map(|(i, job)| match job.key.as_deref() {
+            Some(key) => *first_with_key.entry(key).or_insert(i),
+            None => i,
+        })
+        .collect();
+    let mut answers: Vec<Option<Enqueued>> = vec![None; jobs.len()];
+    let mut pending: Vec<usize> = (0..jobs.len()).filter(|&i| origin[i] == i).collect();
+    for _ in 0..3 {
+        let batch: Vec<&Job> = pending.iter().map(|&i| &jobs[i]).collect();
+        let texts: Vec<&str> = pending.iter().map(|&i| payloads[i].as_str()).collect();
+        let got = store.insert_many(&mut *conn, queue, &batch, &texts).await?;
+        let mut again = Vec::new();
+        for (i, answer) in pending.into_iter().zip(got) {
+            match answer {
+                Some(enqueued) => answers[i] = Some(enqueued),
+                // A concurrent enqueue with the same key committed after the statement's
+                // snapshot: look again.
+                None => again.push(i),
+            }
+        }
+        pending = again;
+        if pending.is_empty() {
+            break;
+        }
+    }
+    origin
+        .iter()
+        .enumerate()
+        .map(|(i, &from)| match answers[from] {
+            Some(enqueued) if from == i => Ok(enqueued),
+            Some(enqueued) => Ok(Enqueued {
+                id: enqueued.id,
+                duplicate: true,
+            }),
+            None => Err(crate::error::Error::backend_msg(
+                "queue",
+                "enqueue found neither a new nor an existing job",
+            )),
+        })
+        .collect()
 }

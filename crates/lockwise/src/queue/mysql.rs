@@ -11,7 +11,7 @@ use sqlx::mysql::{MySqlConnection, MySqlPool};
 use sqlx::{AssertSqlSafe, Connection, Row};
 use tokio::sync::OnceCell;
 
-use super::driver::{ClaimRequest, Driver, FailedAttempt, Insert, insert_all};
+use super::driver::{ClaimRequest, Driver, FailedAttempt, Insert, insert_all, insert_in};
 use super::{
     Claimed, DeadJob, Enqueued, Executor, Job, JobId, JobInfo, JobState, Stats, from_micros,
     reported_state,
@@ -39,6 +39,9 @@ const RELEASE_LOCK: &str = sql!("release_lock.sql");
 const READ_COMMITTED: &str = sql!("read_committed.sql");
 const ENQUEUE: &str = sql!("enqueue.sql");
 const ENQUEUE_EXISTING: &str = sql!("enqueue_existing.sql");
+const ENQUEUE_MANY: &str = sql!("enqueue_many.sql");
+const ENQUEUE_MANY_EXISTING: &str = sql!("enqueue_many_existing.sql");
+const AUTO_INCREMENT_INCREMENT: &str = sql!("auto_increment_increment.sql");
 const CLAIM_LOCK: &str = sql!("claim_lock.sql");
 const CLAIM_UPDATE: &str = sql!("claim_update.sql");
 const CLAIM_FETCH: &str = sql!("claim_fetch.sql");
@@ -114,6 +117,8 @@ pub(super) struct MysqlDriver {
     /// `<prefix>_jobs`, validated.
     table: String,
     migrated: OnceCell<()>,
+    /// `@@auto_increment_increment`, read once.
+    id_step: OnceCell<i64>,
 }
 
 impl MysqlDriver {
@@ -123,6 +128,7 @@ impl MysqlDriver {
             pool,
             table: format!("{prefix}_jobs"),
             migrated: OnceCell::new(),
+            id_step: OnceCell::new(),
         }
     }
 
@@ -193,8 +199,111 @@ impl MysqlDriver {
 impl Insert for MysqlDriver {
     type Db = sqlx::MySql;
 
+    /// Six placeholders a job, under the protocol's 65,535.
+    const MAX_ROWS: usize = 10_000;
+    /// Well under `max_allowed_packet` (16 MiB by default on MariaDB, 64 MiB on MySQL 8).
+    const MAX_BYTES: usize = 4 << 20;
+
     fn pool(&self) -> &MySqlPool {
         &self.pool
+    }
+
+    async fn before_transaction(&self, conn: &mut MySqlConnection) -> Result<()> {
+        sqlx::query(READ_COMMITTED).execute(&mut *conn).await?;
+        Ok(())
+    }
+
+    /// Looks for the keys' holders first, then inserts the other jobs in one statement. If
+    /// that statement meets a key anyway (a concurrent enqueue, or keys the column's collation
+    /// takes for equal, such as `K` and `k`), it inserted nothing, and the jobs go one at a
+    /// time, with exactly the per-job semantics.
+    async fn insert_many(
+        &self,
+        conn: &mut MySqlConnection,
+        queue: &str,
+        jobs: &[&Job],
+        payloads: &[&str],
+    ) -> Result<Vec<Option<Enqueued>>> {
+        let mut answers: Vec<Option<Enqueued>> = vec![None; jobs.len()];
+        let keys: Vec<&str> = jobs.iter().filter_map(|job| job.key.as_deref()).collect();
+        if !keys.is_empty() {
+            let sql = self.sql_list(ENQUEUE_MANY_EXISTING, "{keys}", &list(keys.len()));
+            let mut lookup = sqlx::query_as::<_, (i64, String)>(sql).bind(queue);
+            for key in &keys {
+                lookup = lookup.bind(*key);
+            }
+            let held: std::collections::HashMap<String, i64> = lookup
+                .fetch_all(&mut *conn)
+                .await?
+                .into_iter()
+                .map(|(id, key)| (key, id))
+                .collect();
+            for (answer, job) in answers.iter_mut().zip(jobs) {
+                if let Some(&id) = job.key.as_deref().and_then(|key| held.get(key)) {
+                    *answer = Some(Enqueued {
+                        id: JobId(id),
+                        duplicate: true,
+                    });
+                }
+            }
+        }
+        let new: Vec<usize> = (0..jobs.len()).filter(|&i| answers[i].is_none()).collect();
+        if new.is_empty() {
+            return Ok(answers);
+        }
+        let (head, row) = ENQUEUE_MANY
+            .rsplit_once("VALUES")
+            .ok_or_else(|| Error::config("enqueue_many.sql has no VALUES (a build bug)"))?;
+        let rows = vec![row.trim(); new.len()].join(",");
+        let mut insert = sqlx::query(self.sql(&format!("{head}VALUES {rows}")));
+        for &i in &new {
+            let job = jobs[i];
+            insert = insert
+                .bind(queue)
+                .bind(payloads[i])
+                .bind(job.priority)
+                .bind(micros(job.delay))
+                .bind(job.max_attempts)
+                .bind(job.key.as_deref());
+        }
+        match insert.execute(&mut *conn).await {
+            Ok(done) => {
+                let step = *self
+                    .id_step
+                    .get_or_try_init(|| async {
+                        sqlx::query_scalar::<_, i64>(AUTO_INCREMENT_INCREMENT)
+                            .fetch_one(&mut *conn)
+                            .await
+                    })
+                    .await?;
+                let first = i64::try_from(done.last_insert_id())
+                    .map_err(|_| Error::backend_msg("mysql", "job id out of range"))?;
+                if done.rows_affected() != new.len() as u64 {
+                    return Err(Error::backend_msg(
+                        "mysql",
+                        format!(
+                            "an insert of {} jobs inserted {}",
+                            new.len(),
+                            done.rows_affected()
+                        ),
+                    ));
+                }
+                for (n, &i) in new.iter().enumerate() {
+                    answers[i] = Some(Enqueued {
+                        id: JobId(first + step.max(1) * n as i64),
+                        duplicate: false,
+                    });
+                }
+            }
+            // Only the idempotency key is unique besides the generated id.
+            Err(sqlx::Error::Database(e)) if e.is_unique_violation() => {
+                for &i in &new {
+                    answers[i] = Some(self.insert(&mut *conn, queue, jobs[i]).await?);
+                }
+            }
+            Err(e) => return Err(e.into()),
+        }
+        Ok(answers)
     }
 
     async fn insert(&self, conn: &mut MySqlConnection, queue: &str, job: &Job) -> Result<Enqueued> {
@@ -293,6 +402,17 @@ impl Driver for MysqlDriver {
         let conn = conn.mysql()?;
         self.migrate().await?;
         self.insert(conn, queue, job).await
+    }
+
+    async fn enqueue_many_in(
+        &self,
+        conn: Executor<'_>,
+        queue: &str,
+        jobs: &[Job],
+    ) -> Result<Vec<Enqueued>> {
+        let conn = conn.mysql()?;
+        self.migrate().await?;
+        insert_in(self, conn, queue, jobs).await
     }
 
     async fn claim(&self, request: ClaimRequest<'_>) -> Result<Vec<Claimed>> {
