@@ -31,6 +31,7 @@ const BATCH: i64 = 10;
 struct Statements {
     truncate: String,
     fill: String,
+    analyze: String,
     claim: String,
     complete: String,
 }
@@ -59,6 +60,7 @@ pub async fn throughput(
     let statements = Statements {
         truncate: sql(include_str!("../../sql/postgres/bench/queue_truncate.sql")),
         fill: sql(include_str!("../../sql/postgres/bench/queue_fill.sql")),
+        analyze: sql(include_str!("../../sql/postgres/bench/queue_analyze.sql")),
         claim: sql(include_str!(
             "../../sql/postgres/bench/queue_floor_claim.sql"
         )),
@@ -115,6 +117,9 @@ async fn rounds(
             sqlx::query(AssertSqlSafe(sql.fill.clone()))
                 .bind(QUEUE)
                 .bind(backlog)
+                .execute(pool)
+                .await?;
+            sqlx::query(AssertSqlSafe(sql.analyze.clone()))
                 .execute(pool)
                 .await?;
             let sampler = DeadTuples::start(pool.clone(), schema_name.to_owned()).await;
