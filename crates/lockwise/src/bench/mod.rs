@@ -18,6 +18,7 @@
 //! # Ok(()) }
 //! ```
 
+mod dead_tuples;
 pub mod enqueue;
 mod floor;
 pub mod lock;
@@ -122,14 +123,14 @@ pub struct Entry {
     /// Dead row versions left per job (`scaling`, SKIP LOCKED).
     #[serde(skip_serializing_if = "Option::is_none")]
     pub dead_tuples_per_job: Option<f64>,
-    /// Jobs enqueued before the drain (`throughput`).
+    /// Jobs enqueued before the drain (`throughput`), or the depth held (`sustained`).
     #[serde(skip_serializing_if = "Option::is_none")]
     pub backlog: Option<u64>,
-    /// The most dead row versions of the jobs table seen while lockwise drained it
-    /// (`throughput`; sampled every 200 ms).
+    /// The most dead row versions of any table of the store seen while lockwise ran
+    /// (`throughput`, `sustained`; sampled every 200 ms).
     #[serde(skip_serializing_if = "Option::is_none")]
     pub dead_tuples_peak: Option<i64>,
-    /// Dead row versions left when lockwise's last drain ended (`throughput`).
+    /// Dead row versions left when lockwise's last run ended (`throughput`, `sustained`).
     #[serde(skip_serializing_if = "Option::is_none")]
     pub dead_tuples_end: Option<i64>,
     /// The most dead row versions of any table seen under the floor (`sustained`).

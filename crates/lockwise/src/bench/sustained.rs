@@ -2,11 +2,11 @@
 //! for a fixed time — lockwise's [`Worker`] on one side, the naive SKIP LOCKED claim-10 +
 //! complete loop issued raw on the other, each in a fresh store of its own, alternating.
 //! What it shows is whether the table rots: the most dead row versions of any table of the
-//! store, sampled every 500 ms, beside the throughput. The store never gets a VACUUM from
+//! store, sampled every 200 ms, beside the throughput. The store never gets a VACUUM from
 //! the bench; autovacuum runs as the server is configured.
 
 use std::sync::Arc;
-use std::sync::atomic::{AtomicI64, AtomicU64, Ordering};
+use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::Duration;
 
 use serde_json::json;
@@ -14,6 +14,7 @@ use sqlx::{AssertSqlSafe, PgPool};
 use tokio::time::{Instant, sleep};
 use tokio_util::sync::CancellationToken;
 
+use super::dead_tuples::DeadTuples;
 use super::{Entry, Plan};
 use crate::db::postgres::Schema;
 use crate::error::{Error, Result};
@@ -156,7 +157,7 @@ impl Run {
         let stop = CancellationToken::new();
         // The first jobs before the consumers start.
         let mut enqueued = self.produce(load.depth, 0).await?;
-        let sampler = DeadTuples::start(self.pool.clone(), self.name.clone());
+        let sampler = DeadTuples::start(self.pool.clone(), self.name.clone()).await;
         let consumers = if lockwise {
             self.worker(load, finished.clone(), stop.clone())
         } else {
@@ -282,59 +283,4 @@ impl Run {
             Ok(())
         })
     }
-}
-
-/// Samples the most dead row versions of any table of a schema every 500 ms until stopped.
-struct DeadTuples {
-    stop: CancellationToken,
-    most: Arc<AtomicI64>,
-    task: tokio::task::JoinHandle<()>,
-    pool: PgPool,
-    schema: String,
-}
-
-impl DeadTuples {
-    fn start(pool: PgPool, schema: String) -> Self {
-        let stop = CancellationToken::new();
-        let most = Arc::new(AtomicI64::new(0));
-        let task = tokio::spawn({
-            let (stop, most, pool, schema) =
-                (stop.clone(), most.clone(), pool.clone(), schema.clone());
-            async move {
-                while !stop.is_cancelled() {
-                    if let Ok(n) = dead_tuples(&pool, &schema).await {
-                        most.fetch_max(n, Ordering::Relaxed);
-                    }
-                    tokio::select! {
-                        () = stop.cancelled() => {}
-                        () = sleep(Duration::from_millis(500)) => {}
-                    }
-                }
-            }
-        });
-        DeadTuples {
-            stop,
-            most,
-            task,
-            pool,
-            schema,
-        }
-    }
-
-    /// The peak seen and the value now.
-    async fn stop(self) -> (i64, i64) {
-        self.stop.cancel();
-        let _ = self.task.await;
-        let last = dead_tuples(&self.pool, &self.schema).await.unwrap_or(0);
-        (self.most.load(Ordering::Relaxed).max(last), last)
-    }
-}
-
-async fn dead_tuples(pool: &PgPool, schema: &str) -> Result<i64> {
-    Ok(
-        sqlx::query_scalar(include_str!("../../sql/postgres/bench/dead_tuples_max.sql"))
-            .bind(schema)
-            .fetch_one(pool)
-            .await?,
-    )
 }

@@ -8,14 +8,13 @@
 //! with lockwise's figure (PostgreSQL publishes the statistics with a delay of up to a
 //! second, so they are estimates).
 
-use std::sync::Arc;
-use std::sync::atomic::{AtomicI64, Ordering};
 use std::time::Duration;
 
 use sqlx::{AssertSqlSafe, PgPool};
-use tokio::time::{Instant, sleep};
+use tokio::time::Instant;
 use tokio_util::sync::CancellationToken;
 
+use super::dead_tuples::DeadTuples;
 use super::{Entry, Plan};
 use crate::db::postgres::Schema;
 use crate::error::{Error, Result};
@@ -211,66 +210,4 @@ async fn drain_raw(pool: &PgPool, sql: &Statements) -> Result<u64> {
         done += joined.map_err(|e| Error::config(format!("a bench task failed: {e}")))??;
     }
     Ok(done)
-}
-
-/// Samples the table's dead tuples every 200 ms until stopped.
-struct DeadTuples {
-    stop: CancellationToken,
-    most: Arc<AtomicI64>,
-    task: tokio::task::JoinHandle<()>,
-    pool: PgPool,
-    schema: String,
-    base: i64,
-}
-
-impl DeadTuples {
-    /// Starts sampling; figures count from the value now (the statistics of a truncated table
-    /// may lag behind).
-    async fn start(pool: PgPool, schema: String) -> Self {
-        let base = dead_tuples(&pool, &schema).await.unwrap_or(0);
-        let stop = CancellationToken::new();
-        let most = Arc::new(AtomicI64::new(0));
-        let task = tokio::spawn({
-            let (stop, most, pool, schema) =
-                (stop.clone(), most.clone(), pool.clone(), schema.clone());
-            async move {
-                while !stop.is_cancelled() {
-                    if let Ok(n) = dead_tuples(&pool, &schema).await {
-                        most.fetch_max(n - base, Ordering::Relaxed);
-                    }
-                    tokio::select! {
-                        () = stop.cancelled() => {}
-                        () = sleep(Duration::from_millis(200)) => {}
-                    }
-                }
-            }
-        });
-        DeadTuples {
-            stop,
-            most,
-            task,
-            pool,
-            schema,
-            base,
-        }
-    }
-
-    /// The peak seen and the value now.
-    async fn stop(self) -> (i64, i64) {
-        self.stop.cancel();
-        let _ = self.task.await;
-        let last = (dead_tuples(&self.pool, &self.schema).await.unwrap_or(0) - self.base).max(0);
-        let most = self.most.load(Ordering::Relaxed).max(last);
-        (most, last)
-    }
-}
-
-async fn dead_tuples(pool: &PgPool, schema: &str) -> Result<i64> {
-    Ok(
-        sqlx::query_scalar(include_str!("../../sql/postgres/bench/dead_tuples.sql"))
-            .bind(schema)
-            .fetch_optional(pool)
-            .await?
-            .unwrap_or(0),
-    )
 }
