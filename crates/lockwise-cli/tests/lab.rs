@@ -558,7 +558,7 @@ fn a_user_directory_is_left_as_it_was() {
 /// business and only reported here.
 #[test]
 fn scaling_reports_both_strategies_and_the_lock_serializes() {
-    let (_code, doc) = lab(&Backend::file(), &["scaling"]);
+    let (_code, doc) = lab(&Backend::file(), &["scaling", "--round", "300ms"]);
     assert_eq!(doc["scenario"], "scaling", "{doc}");
     let lock = variant(&doc, "lock-guarded");
     assert_eq!(lock["as_predicted"], true, "{lock}");

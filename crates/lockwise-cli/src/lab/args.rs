@@ -46,6 +46,9 @@ pub(crate) struct LabArgs {
     /// check-then-delete: the delay injected between GET and DEL
     #[arg(long, default_value = "5ms", value_parser = duration::parse)]
     pub(super) gap: Duration,
+    /// scaling: how long each of its runs lasts (3 per strategy and worker count)
+    #[arg(long, default_value = "1s", value_parser = duration::parse)]
+    pub(super) round: Duration,
     /// queue-crash: the PostgreSQL server for the queue
     #[arg(long, env = "LOCKWISE_LAB_QUEUE_URL", hide_env_values = true)]
     pub(super) queue_url: Option<String>,

@@ -39,6 +39,7 @@ pub(super) struct Lab {
     pub(super) pause: Duration,
     pub(super) gap: Duration,
     pub(super) iterations: u32,
+    pub(super) round: Duration,
     pub(super) renew_only: bool,
     pub(super) recheck_only: bool,
     pub(super) run_id: String,
@@ -71,6 +72,7 @@ impl Lab {
             pause: args.pause,
             gap: args.gap,
             iterations: args.iterations,
+            round: args.round,
             renew_only: args.renew,
             recheck_only: args.recheck,
             run_id: format!(

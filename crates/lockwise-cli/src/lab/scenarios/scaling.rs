@@ -3,7 +3,6 @@
 //! (`lockwise::bench::scaling`), with the lesson's structural explanation beside the numbers.
 //! On demand (`lockwise lab scaling`): it measures throughput, so it takes about 20 s.
 
-use std::time::Duration;
 
 use lockwise::bench::scaling::{Scaling, Strategy};
 use lockwise::bench::{Entry, Plan};
@@ -45,7 +44,7 @@ async fn run(lab: &Lab, report: &mut Report) -> LabResult<()> {
     let setup = Scaling::new(lab.queue_url.clone(), redis);
     let results = match lockwise::bench::scaling::scaling(
         &setup,
-        Plan::new(3, Duration::from_secs(1)),
+        Plan::new(3, lab.round),
         &|| {},
     )
     .await
