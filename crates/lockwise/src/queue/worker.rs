@@ -327,9 +327,9 @@ impl Worker {
     /// A waiting job is confirmed started and its lease is heartbeated like a running one's;
     /// it starts as soon as a handler is free. Prefetching only pays when a job is short next
     /// to a claim's round trip, and it makes a long job wait behind another while a different
-    /// worker may be idle, so the worker prefetches only while its handlers have lately run
-    /// no longer than four claim round trips (an average over the recent jobs); otherwise it
-    /// claims for free handlers only.
+    /// worker may be idle, so the worker prefetches only while its handlers run no longer
+    /// than four claim round trips — on average over the recent jobs, and the longest one
+    /// running now —; otherwise it claims for free handlers only.
     pub fn prefetch(mut self, n: usize) -> Self {
         self.prefetch = Some(n);
         self
@@ -602,7 +602,8 @@ impl Worker {
                     reserved = reserved.saturating_sub(done.asked);
                     pace.claim(done.took);
                     match done.answer {
-                        ClaimAnswer::Claimed { jobs, asked, not_started } => {
+                        ClaimAnswer::Claimed { jobs, not_started } => {
+                            let asked = done.asked;
                             report.not_started += not_started;
                             if self.until_idle && done.idle && asked > 0 && jobs.is_empty() && not_started == 0 {
                                 break; // drained
@@ -807,12 +808,11 @@ struct ClaimDone {
 }
 
 enum ClaimAnswer {
-    /// The jobs confirmed started before their deadline, how many were asked for, and how
+    /// The jobs confirmed started before their deadline, and how
     /// many were claimed but could not be confirmed in time (the reaper gives them back,
     /// attempt not counted).
     Claimed {
         jobs: Vec<Claimed>,
-        asked: usize,
         not_started: u64,
     },
     /// The claim failed; the acknowledgements it carried are to be sent again.
@@ -842,7 +842,6 @@ impl ClaimRequest {
                 ClaimAnswer::Claimed {
                     not_started: (claimed - jobs.len()) as u64,
                     jobs,
-                    asked: self.limit,
                 }
             }
             Ok(Err(error)) => ClaimAnswer::Failed(error, self.acks),
