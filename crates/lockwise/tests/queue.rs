@@ -86,8 +86,9 @@ fn fast(q: &Queue) -> Worker {
         .grace(Duration::from_secs(2))
 }
 
-/// On an ANALYZEd table of 10k rows the claim uses the claim index, with the LIMIT applied
-/// (under LockRows) before the update.
+/// On ANALYZEd segments holding 10k rows the claim takes the claim index's order across the
+/// ready ring (a Merge Append of the segments' index scans), with the LIMIT applied (under
+/// LockRows) before anything moves, and deletes the chosen rows without scanning a segment.
 #[tokio::test]
 async fn the_claim_plan_uses_the_index_and_limits_before_updating() {
     let (s, q) = queue("plan").await;
@@ -95,7 +96,7 @@ async fn the_claim_plan_uses_the_index_and_limits_before_updating() {
         .await
         .unwrap();
     let schema = s.name();
-    sqlx::query(sqlx::AssertSqlSafe(format!("ANALYZE {schema}.jobs")))
+    sqlx::query(sqlx::AssertSqlSafe(format!("ANALYZE {schema}.ready")))
         .execute(q.postgres_pool().unwrap())
         .await
         .unwrap();
@@ -116,16 +117,50 @@ async fn the_claim_plan_uses_the_index_and_limits_before_updating() {
     .unwrap();
     tx.rollback().await.unwrap();
     let text = plan.to_string();
-    assert!(text.contains("\"Index Name\":\"jobs_claim\""), "{text}");
-    // The CTE `next` is a Limit over LockRows over the index scan: rows are locked one by
-    // one as the limit pulls them, and it stops after n — then the update joins those.
+    // The CTE `next` is a Limit over LockRows over the merged index scans: rows are locked
+    // one by one as the limit pulls them, and it stops after n.
     let ctes: Vec<&serde_json::Value> = find(&plan, &|n| n["Subplan Name"] == "CTE next");
     assert_eq!(ctes.len(), 1, "{text}");
     assert_eq!(ctes[0]["Node Type"], "Limit", "{text}");
     let lock_rows = &ctes[0]["Plans"][0];
     assert_eq!(lock_rows["Node Type"], "LockRows", "{text}");
-    assert_eq!(lock_rows["Plans"][0]["Index Name"], "jobs_claim", "{text}");
-    assert!(text.find("\"Node Type\":\"ModifyTable\"").is_some());
+    assert_claim_index_scans(&lock_rows["Plans"][0], &text);
+    assert_deletes_by_address(&plan, &text);
+}
+
+/// `node` reads every ready segment through its claim index, merged in the claim's order.
+fn assert_claim_index_scans(node: &serde_json::Value, text: &str) {
+    assert_eq!(node["Node Type"], "Merge Append", "{text}");
+    let members = node["Plans"].as_array().unwrap();
+    assert_eq!(members.len(), 16, "{text}");
+    for member in members {
+        let index = member["Index Name"].as_str().unwrap_or_default();
+        assert!(
+            index.starts_with("ready_") && index.ends_with("_queue_priority_run_at_id_idx"),
+            "{text}"
+        );
+    }
+}
+
+/// The claim's `moved` DELETE reaches the ready segments by address or by id, never by
+/// scanning a segment.
+fn assert_deletes_by_address(plan: &serde_json::Value, text: &str) {
+    let moved = find(plan, &|n| n["Subplan Name"] == "CTE moved");
+    assert_eq!(moved.len(), 1, "{text}");
+    let scans = find(moved[0], &|n| {
+        n["Node Type"].is_string()
+            && n["Relation Name"]
+                .as_str()
+                .is_some_and(|r| r.starts_with("ready_"))
+    });
+    assert_eq!(scans.len(), 16, "{text}");
+    for scan in scans {
+        let how = scan["Node Type"].as_str().unwrap_or_default();
+        assert!(
+            ["Tid Scan", "Index Scan", "Bitmap Heap Scan"].contains(&how),
+            "{how}: {text}"
+        );
+    }
 }
 
 /// A worker of several queues claims, per queue, at most n jobs from the claim index (a
@@ -140,7 +175,7 @@ async fn the_claim_plan_of_several_queues_limits_each_queue_from_the_index() {
             .unwrap();
     }
     let schema = s.name();
-    sqlx::query(sqlx::AssertSqlSafe(format!("ANALYZE {schema}.jobs")))
+    sqlx::query(sqlx::AssertSqlSafe(format!("ANALYZE {schema}.ready")))
         .execute(q.postgres_pool().unwrap())
         .await
         .unwrap();
@@ -163,17 +198,15 @@ async fn the_claim_plan_of_several_queues_limits_each_queue_from_the_index() {
     let text = plan.to_string();
     let ctes: Vec<&serde_json::Value> = find(&plan, &|n| n["Subplan Name"] == "CTE next");
     assert_eq!(ctes.len(), 1, "{text}");
-    assert_eq!(ctes[0]["Node Type"], "Limit", "{text}");
-    let lock_rows = find(ctes[0], &|n| n["Node Type"] == "LockRows");
-    assert_eq!(lock_rows.len(), 1, "{text}");
-    assert_eq!(
-        lock_rows[0]["Plans"][0]["Index Name"], "jobs_claim",
-        "{text}"
-    );
     let per_queue = find(ctes[0], &|n| {
         n["Node Type"] == "Limit" && n["Plans"][0]["Node Type"] == "LockRows"
     });
     assert_eq!(per_queue.len(), 1, "each queue's scan is limited: {text}");
+    assert_claim_index_scans(&per_queue[0]["Plans"][0]["Plans"][0], &text);
+    let chosen = find(&plan, &|n| n["Subplan Name"] == "CTE chosen");
+    assert_eq!(chosen.len(), 1, "{text}");
+    assert_eq!(chosen[0]["Node Type"], "Limit", "the n first of them all: {text}");
+    assert_deletes_by_address(&plan, &text);
 }
 
 fn find<'a>(
@@ -1566,7 +1599,7 @@ async fn a_version_2_schema_migrates_with_its_jobs_in_flight() {
         .await
         .unwrap();
     let ids: Vec<i64> = sqlx::query_scalar(sqlx::AssertSqlSafe(format!(
-        "SELECT id FROM {quoted}.jobs ORDER BY id"
+        "SELECT id FROM {quoted}.all_jobs ORDER BY id"
     )))
     .fetch_all(&pool)
     .await
@@ -1595,7 +1628,7 @@ async fn a_version_2_schema_migrates_with_its_jobs_in_flight() {
     .fetch_one(&pool)
     .await
     .unwrap();
-    assert_eq!(version, 3);
+    assert_eq!(version, 4);
 }
 
 /// MariaDB tables of version 2 with jobs in flight migrate to the current version: the running

@@ -1026,8 +1026,8 @@ impl Queue {
         self.driver.cancel(id).await
     }
 
-    /// The store's upkeep under sustained load (PostgreSQL: vacuums the jobs table when dead
-    /// row versions pile up); the worker calls it every couple of seconds.
+    /// The store's upkeep under sustained load (PostgreSQL: truncates drained ring segments
+    /// and seals the finished counts); the worker calls it four times a second.
     async fn maintain(&self) -> Result<()> {
         self.driver.maintain().await
     }

@@ -21,14 +21,21 @@ use super::{
 use crate::db::postgres::{ADVISORY_CLASS, Schema};
 use crate::error::{Error, Result};
 
-/// The worker vacuums the jobs table past this many dead row versions.
-const VACUUM_DEAD_TUPLES: i64 = 10_000;
+/// The rings of v4.sql: segments per ring, and rows per segment of `ready` and of `leases`
+/// (baked into the segment DEFAULTs of v4.sql).
+const RING_SEGMENTS: i64 = 16;
+const READY_SEGMENT_ROWS: i64 = 500;
+const LEASE_SEGMENT_ROWS: i64 = 400;
+
+/// How often the finished history's counts are sealed (its buckets are 10 s).
+const SEAL_EVERY: Duration = Duration::from_secs(5);
 
 /// The versioned migrations of the queue schema.
 const MIGRATIONS: &[(i32, &str)] = &[
     (1, include_str!("../../sql/postgres/queue/v1.sql")),
     (2, include_str!("../../sql/postgres/queue/v2.sql")),
     (3, include_str!("../../sql/postgres/queue/v3.sql")),
+    (4, include_str!("../../sql/postgres/queue/v4.sql")),
 ];
 
 /// The newest migration in [`MIGRATIONS`].
@@ -52,20 +59,17 @@ struct Statements {
     heartbeat: String,
     hand_back: String,
     reap: String,
-    vacuum_dead_tuples: String,
-    vacuum_lock: String,
-    vacuum: String,
-    vacuum_unlock: String,
+    rings: String,
+    truncate_drained: String,
+    seal_done: String,
     stats: String,
     dead: String,
     retry: String,
     delete_finished: String,
-    delete_finished_everywhere: String,
     job: String,
     list_waiting: String,
     list_state: String,
     cancel: String,
-    release_key: String,
 }
 
 impl Statements {
@@ -92,21 +96,43 @@ impl Statements {
             heartbeat: sql!("heartbeat.sql"),
             hand_back: sql!("hand_back.sql"),
             reap: sql!("reap.sql"),
-            vacuum_dead_tuples: sql!("vacuum_dead_tuples.sql"),
-            vacuum_lock: sql!("vacuum_lock.sql"),
-            vacuum: sql!("vacuum.sql"),
-            vacuum_unlock: sql!("vacuum_unlock.sql"),
+            rings: {
+                let segment = sql!("rings.sql");
+                // The SELECT without the comment above it.
+                let body = segment
+                    .find("\nSELECT")
+                    .map_or(segment.as_str(), |at| &segment[at + 1..]);
+                ["ready", "leases"]
+                    .iter()
+                    .flat_map(|ring| (0..RING_SEGMENTS).map(move |seg| (ring, seg)))
+                    .map(|(ring, seg)| {
+                        body.replace("{ring}_clock", clock_of(ring))
+                            .replace("{ring}", ring)
+                            .replace("{seg}", &seg.to_string())
+                    })
+                    .collect::<Vec<_>>()
+                    .join("\nUNION ALL\n")
+            },
+            truncate_drained: sql!("truncate_drained.sql"),
+            seal_done: sql!("seal_done.sql"),
             stats: sql!("stats.sql"),
             dead: sql!("dead.sql"),
             retry: sql!("retry.sql"),
             delete_finished: sql!("delete_finished.sql"),
-            delete_finished_everywhere: sql!("delete_finished_everywhere.sql"),
-            job: format!("{}{}", sql!("job_select.sql"), sql!("job.sql")),
-            list_waiting: format!("{}{}", sql!("job_select.sql"), sql!("list_waiting.sql")),
-            list_state: format!("{}{}", sql!("job_select.sql"), sql!("list_state.sql")),
+            job: sql!("job.sql"),
+            list_waiting: sql!("list_waiting.sql"),
+            list_state: sql!("list_state.sql"),
             cancel: sql!("cancel.sql"),
-            release_key: sql!("release_key.sql"),
         }
+    }
+}
+
+/// The sequence that is the clock of a ring of v4.sql.
+fn clock_of(ring: &str) -> &'static str {
+    if ring == "ready" {
+        "ready_ticket"
+    } else {
+        "claim_ticket"
     }
 }
 
@@ -126,6 +152,8 @@ pub(super) struct PgDriver {
     channel: String,
     sql: Statements,
     migrated: OnceCell<()>,
+    /// When this process last sealed the finished history's counts.
+    sealed: std::sync::Mutex<Option<tokio::time::Instant>>,
 }
 
 /// `(id, attempt)` pairs as the two arrays the statements `unnest`.
@@ -158,6 +186,7 @@ impl PgDriver {
             schema_name: schema_name.to_owned(),
             channel,
             migrated: OnceCell::new(),
+            sealed: std::sync::Mutex::new(None),
         }
     }
 
@@ -211,36 +240,54 @@ impl PgDriver {
         tx.commit().await.map_err(Error::from)
     }
 
-    /// Vacuums the jobs table if it has more than `dead_tuples` dead row versions and no
-    /// other process is vacuuming it through lockwise. Every claim and completion leaves a
-    /// dead version behind, and the claim's index scan starts among the oldest entries, so a
-    /// queue under sustained load slows down as they pile up; autovacuum alone wakes up too
-    /// rarely (once a minute by default). Returns whether it vacuumed.
-    async fn vacuum_if_needed(&self, dead_tuples: i64) -> Result<bool> {
-        self.migrate().await?;
-        let mut conn = self.pool.acquire().await?;
-        let dead: Option<i64> = sqlx::query_scalar(q(&self.sql.vacuum_dead_tuples))
-            .fetch_optional(&mut *conn)
+    /// Truncates the ring segments that claims and completions have drained, so that their
+    /// dead row versions go with their files instead of waiting for VACUUM: every segment
+    /// but the one the ring's clock is in and the one just behind it (still being drained,
+    /// and where a truncation could race a late statistics report). A segment is truncated
+    /// only when it is empty once locked (`truncate_drained` in v4.sql), by one process at a
+    /// time, and never waits more than 20 ms for its lock. Returns the segments truncated.
+    async fn truncate_drained_segments(&self) -> Result<u64> {
+        let rows: Vec<(String, i32, i64, i64, bool)> = sqlx::query_as(q(&self.sql.rings))
+            .fetch_all(&self.pool)
             .await?;
-        if dead.unwrap_or(0) < dead_tuples {
-            return Ok(false);
+        let mut truncated = 0;
+        for (ring, seg, bytes, clock, empty) in rows {
+            let rows_per_segment = if ring == "ready" {
+                READY_SEGMENT_ROWS
+            } else {
+                LEASE_SEGMENT_ROWS
+            };
+            let current = (clock / rows_per_segment) % RING_SEGMENTS;
+            let seg = i64::from(seg);
+            let busy = seg == current || seg == (current - 1).rem_euclid(RING_SEGMENTS);
+            if bytes == 0 || !empty || busy {
+                continue;
+            }
+            let segment = self.schema.sql(&format!("{{schema}}.{ring}_{seg}")).0;
+            let done: bool = sqlx::query_scalar(q(&self.sql.truncate_drained))
+                .bind(segment)
+                .bind(ADVISORY_CLASS)
+                .fetch_one(&self.pool)
+                .await?;
+            truncated += u64::from(done);
         }
-        let alone: bool = sqlx::query_scalar(q(&self.sql.vacuum_lock))
-            .bind(ADVISORY_CLASS)
-            .fetch_one(&mut *conn)
-            .await?;
-        if !alone {
-            return Ok(false);
+        Ok(truncated)
+    }
+
+    /// Seals the finished history's counts every [`SEAL_EVERY`] (`seal_done.sql`).
+    async fn seal_if_due(&self) -> Result<()> {
+        let now = tokio::time::Instant::now();
+        {
+            let mut last = self.sealed.lock().unwrap_or_else(|e| e.into_inner());
+            if last.is_some_and(|at| now.duration_since(at) < SEAL_EVERY) {
+                return Ok(());
+            }
+            *last = Some(now);
         }
-        let vacuumed = sqlx::query(q(&self.sql.vacuum))
-            .execute(&mut *conn)
-            .await
-            .map_err(Error::from);
-        sqlx::query(q(&self.sql.vacuum_unlock))
-            .bind(ADVISORY_CLASS)
-            .execute(&mut *conn)
+        sqlx::query(q(&self.sql.seal_done))
+            .execute(&self.pool)
             .await?;
-        vacuumed.map(|_| true)
+        Ok(())
     }
 }
 
@@ -325,14 +372,7 @@ impl Insert for PgDriver {
     }
 
     async fn insert(&self, conn: &mut PgConnection, queue: &str, job: &Job) -> Result<Enqueued> {
-        if let Some((key, window)) = job.windowed_key() {
-            sqlx::query(q(&self.sql.release_key))
-                .bind(queue)
-                .bind(key)
-                .bind(secs(window))
-                .execute(&mut *conn)
-                .await?;
-        }
+        let window = job.windowed_key().map(|(_, window)| secs(window));
         for _ in 0..3 {
             let row: Option<(i64, bool)> = sqlx::query_as(q(&self.sql.enqueue))
                 .bind(queue)
@@ -341,6 +381,7 @@ impl Insert for PgDriver {
                 .bind(secs(job.delay))
                 .bind(job.max_attempts)
                 .bind(job.key.as_deref())
+                .bind(window)
                 .fetch_optional(&mut *conn)
                 .await?;
             if let Some((id, inserted)) = row {
@@ -493,17 +534,14 @@ impl Driver for PgDriver {
 
     async fn reap(&self) -> Result<u64> {
         self.migrate().await?;
-        let rescued = sqlx::query(q(&self.sql.reap))
+        let rescued: i64 = sqlx::query_scalar(q(&self.sql.reap))
             .bind(ADVISORY_CLASS)
-            .execute(&self.pool)
+            .fetch_one(&self.pool)
             .await?;
-        if rescued.rows_affected() > 0 {
-            tracing::warn!(
-                jobs = rescued.rows_affected(),
-                "rescued jobs whose lease expired"
-            );
+        if rescued > 0 {
+            tracing::warn!(jobs = rescued, "rescued jobs whose lease expired");
         }
-        Ok(rescued.rows_affected())
+        Ok(u64::try_from(rescued).unwrap_or(0))
     }
 
     async fn stats(&self, queue: &str) -> Result<Stats> {
@@ -559,24 +597,13 @@ impl Driver for PgDriver {
         older_than: Duration,
     ) -> Result<u64> {
         self.migrate().await?;
-        let deleted = match queue {
-            Some(queue) => {
-                sqlx::query(q(&self.sql.delete_finished))
-                    .bind(queue)
-                    .bind(state)
-                    .bind(secs(older_than))
-                    .execute(&self.pool)
-                    .await?
-            }
-            None => {
-                sqlx::query(q(&self.sql.delete_finished_everywhere))
-                    .bind(state)
-                    .bind(secs(older_than))
-                    .execute(&self.pool)
-                    .await?
-            }
-        };
-        Ok(deleted.rows_affected())
+        let deleted: i64 = sqlx::query_scalar(q(&self.sql.delete_finished))
+            .bind(queue)
+            .bind(state)
+            .bind(secs(older_than))
+            .fetch_one(&self.pool)
+            .await?;
+        Ok(u64::try_from(deleted).unwrap_or(0))
     }
 
     async fn job(&self, id: JobId) -> Result<Option<JobInfo>> {
@@ -621,7 +648,9 @@ impl Driver for PgDriver {
     }
 
     async fn maintain(&self) -> Result<()> {
-        self.vacuum_if_needed(VACUUM_DEAD_TUPLES).await.map(|_| ())
+        self.migrate().await?;
+        self.truncate_drained_segments().await?;
+        self.seal_if_due().await
     }
 
     async fn wake_ups(&self, queues: &[&str], wake: Arc<Notify>, stop: CancellationToken) {

@@ -1,32 +1,68 @@
 -- Acknowledges the jobs a worker finished and claims its next batch, in one round trip.
--- The claim locks at most $2 available rows with SKIP LOCKED in a MATERIALIZED CTE, then
--- updates exactly those: never the `WHERE id IN (SELECT … LIMIT n)` form, which some plans
--- evaluate more than once and so update more than n rows.
+-- Finished jobs move from leases to done (compare-and-set on id and attempt). The claim
+-- locks at most $2 due jobs with SKIP LOCKED in a MATERIALIZED CTE, in the claim index's
+-- order across the ready ring (a merge of its segments' indexes), then moves exactly those
+-- into leases with the attempt raised by one: never the `WHERE id IN (SELECT … LIMIT n)`
+-- form, which some plans evaluate more than once. Delayed jobs that came due are claimed
+-- straight from scheduled, in the same order.
 -- $1 queue, $2 batch size, $3 lease (seconds), $4 worker id,
--- $5 finished job ids, $6 their attempts (completion is compare-and-set on id and attempt).
+-- $5 finished job ids, $6 their attempts.
 -- Claimed jobs are not started until the worker confirms them (confirm_started.sql).
-WITH done AS (
-    UPDATE {schema}.jobs j
-       SET state = 'done', finished_at = now(), lease_until = NULL
-      FROM unnest($5::bigint[], $6::int[]) AS f(id, attempt)
-     WHERE j.id = f.id AND j.attempt = f.attempt AND j.state = 'running'
-    RETURNING j.id
+WITH acked AS (
+    DELETE FROM {schema}.leases l
+     USING unnest($5::bigint[], $6::int[]) AS f(id, attempt)
+     WHERE l.id = ANY($5::bigint[]) AND l.id = f.id AND l.attempt = f.attempt
+    RETURNING l.*
+),
+archived AS (
+    INSERT INTO {schema}.done (id, queue, state, priority, run_at, payload, attempt,
+                               max_attempts, idempotency_key, worker, created_at, last_error,
+                               errors)
+    SELECT id, queue, 'done', priority, run_at, payload, attempt, max_attempts,
+           idempotency_key, worker, created_at, last_error, errors
+      FROM acked
 ),
 next AS MATERIALIZED (
-    SELECT id
-      FROM {schema}.jobs
-     WHERE state = 'available' AND queue = $1 AND run_at <= now()
+    SELECT false AS delayed, id, ctid AS tid, priority, run_at
+      FROM {schema}.ready
+     WHERE queue = $1 AND run_at <= now()
      ORDER BY priority, run_at, id
      LIMIT $2
        FOR UPDATE SKIP LOCKED
+),
+came_due AS MATERIALIZED (
+    SELECT true AS delayed, id, NULL::tid AS tid, priority, run_at
+      FROM {schema}.scheduled
+     WHERE queue = $1 AND run_at <= now()
+     ORDER BY run_at
+     LIMIT $2
+       FOR UPDATE SKIP LOCKED
+),
+chosen AS MATERIALIZED (
+    SELECT delayed, id, tid FROM (SELECT * FROM next UNION ALL SELECT * FROM came_due) c
+     ORDER BY priority, run_at, id
+     LIMIT $2
+),
+moved AS (
+    -- By row address (a TID scan per segment) and id: the ids are unique across the ring, so
+    -- exactly the chosen rows. A join, or ids alone, was planned as scans of whole segments.
+    DELETE FROM {schema}.ready r
+     WHERE r.ctid = ANY (ARRAY(SELECT tid FROM chosen WHERE NOT delayed))
+       AND r.id = ANY (ARRAY(SELECT id FROM chosen WHERE NOT delayed))
+    RETURNING r.id, r.queue, r.priority, r.run_at, r.payload, r.attempt, r.max_attempts,
+              r.idempotency_key, r.created_at, r.last_error, r.errors
+),
+promoted AS (
+    DELETE FROM {schema}.scheduled s
+     WHERE s.id = ANY ((SELECT array_agg(id) FROM chosen WHERE delayed)::bigint[])
+    RETURNING s.id, s.queue, s.priority, s.run_at, s.payload, s.attempt, s.max_attempts,
+              s.idempotency_key, s.created_at, s.last_error, s.errors
 )
-UPDATE {schema}.jobs j
-   SET state = 'running',
-       attempt = j.attempt + 1,
-       started = false,
-       lease_until = now() + make_interval(secs => $3),
-       worker = $4
-  FROM next
- WHERE j.id = next.id
-RETURNING j.id, j.queue, j.payload, j.attempt, j.max_attempts,
-          (SELECT count(*) FROM done) AS acknowledged
+INSERT INTO {schema}.leases (id, queue, priority, run_at, payload, attempt, max_attempts,
+                             idempotency_key, created_at, last_error, errors, lease_until,
+                             worker)
+SELECT id, queue, priority, run_at, payload, attempt + 1, max_attempts, idempotency_key,
+       created_at, last_error, errors, now() + make_interval(secs => $3), $4
+  FROM (SELECT * FROM moved UNION ALL SELECT * FROM promoted) m
+ ORDER BY priority, run_at, id
+RETURNING id, queue, payload, attempt, max_attempts

@@ -1,35 +1,66 @@
 -- claim.sql for a worker of several queues: $1 is their names (text[]), the other parameters
--- are claim.sql's. For each queue, at most $2 of its ready jobs are locked in the claim
+-- are claim.sql's. For each queue, at most $2 of its due jobs are locked in the claim
 -- index's order (SKIP LOCKED); the $2 first of them all are claimed. The others stay locked
 -- until the statement ends, a few milliseconds during which other claimers skip them.
-WITH done AS (
-    UPDATE {schema}.jobs j
-       SET state = 'done', finished_at = now(), lease_until = NULL
-      FROM unnest($5::bigint[], $6::int[]) AS f(id, attempt)
-     WHERE j.id = f.id AND j.attempt = f.attempt AND j.state = 'running'
-    RETURNING j.id
+WITH acked AS (
+    DELETE FROM {schema}.leases l
+     USING unnest($5::bigint[], $6::int[]) AS f(id, attempt)
+     WHERE l.id = ANY($5::bigint[]) AND l.id = f.id AND l.attempt = f.attempt
+    RETURNING l.*
+),
+archived AS (
+    INSERT INTO {schema}.done (id, queue, state, priority, run_at, payload, attempt,
+                               max_attempts, idempotency_key, worker, created_at, last_error,
+                               errors)
+    SELECT id, queue, 'done', priority, run_at, payload, attempt, max_attempts,
+           idempotency_key, worker, created_at, last_error, errors
+      FROM acked
 ),
 next AS MATERIALIZED (
-    SELECT c.id
+    SELECT false AS delayed, c.id, c.tid, c.priority, c.run_at
       FROM unnest($1::text[]) AS q(name)
      CROSS JOIN LATERAL (
-        SELECT id, priority, run_at
-          FROM {schema}.jobs
-         WHERE state = 'available' AND queue = q.name AND run_at <= now()
+        SELECT id, ctid AS tid, priority, run_at
+          FROM {schema}.ready
+         WHERE queue = q.name AND run_at <= now()
          ORDER BY priority, run_at, id
          LIMIT $2
            FOR UPDATE SKIP LOCKED
      ) c
-     ORDER BY c.priority, c.run_at, c.id
+),
+came_due AS MATERIALIZED (
+    SELECT true AS delayed, id, NULL::tid AS tid, priority, run_at
+      FROM {schema}.scheduled
+     WHERE queue = ANY($1::text[]) AND run_at <= now()
+     ORDER BY run_at
      LIMIT $2
+       FOR UPDATE SKIP LOCKED
+),
+chosen AS MATERIALIZED (
+    SELECT delayed, id, tid FROM (SELECT * FROM next UNION ALL SELECT * FROM came_due) c
+     ORDER BY priority, run_at, id
+     LIMIT $2
+),
+moved AS (
+    -- By row address (a TID scan per segment) and id: the ids are unique across the ring, so
+    -- exactly the chosen rows. A join, or ids alone, was planned as scans of whole segments.
+    DELETE FROM {schema}.ready r
+     WHERE r.ctid = ANY (ARRAY(SELECT tid FROM chosen WHERE NOT delayed))
+       AND r.id = ANY (ARRAY(SELECT id FROM chosen WHERE NOT delayed))
+    RETURNING r.id, r.queue, r.priority, r.run_at, r.payload, r.attempt, r.max_attempts,
+              r.idempotency_key, r.created_at, r.last_error, r.errors
+),
+promoted AS (
+    DELETE FROM {schema}.scheduled s
+     WHERE s.id = ANY ((SELECT array_agg(id) FROM chosen WHERE delayed)::bigint[])
+    RETURNING s.id, s.queue, s.priority, s.run_at, s.payload, s.attempt, s.max_attempts,
+              s.idempotency_key, s.created_at, s.last_error, s.errors
 )
-UPDATE {schema}.jobs j
-   SET state = 'running',
-       attempt = j.attempt + 1,
-       started = false,
-       lease_until = now() + make_interval(secs => $3),
-       worker = $4
-  FROM next
- WHERE j.id = next.id
-RETURNING j.id, j.queue, j.payload, j.attempt, j.max_attempts,
-          (SELECT count(*) FROM done) AS acknowledged
+INSERT INTO {schema}.leases (id, queue, priority, run_at, payload, attempt, max_attempts,
+                             idempotency_key, created_at, last_error, errors, lease_until,
+                             worker)
+SELECT id, queue, priority, run_at, payload, attempt + 1, max_attempts, idempotency_key,
+       created_at, last_error, errors, now() + make_interval(secs => $3), $4
+  FROM (SELECT * FROM moved UNION ALL SELECT * FROM promoted) m
+ ORDER BY priority, run_at, id
+RETURNING id, queue, payload, attempt, max_attempts

@@ -1,5 +1,6 @@
 -- Confirms that a worker received its claim and starts these jobs (compare-and-set on id and
--- attempt, so a confirmation that arrives after a rescue confirms nothing).
+-- attempt, so a confirmation that arrives after a rescue confirms nothing). A HOT update:
+-- `started` is in no index.
 -- The commit does not wait for the WAL flush (`synchronous_commit` off for this transaction
 -- only): a confirmation lost in a server crash leaves the job claimed but not started, which
 -- the reaper gives back without counting the attempt, the same as a confirmation whose
@@ -7,8 +8,8 @@
 -- durable commit, so no attempt number is ever handed out twice.
 -- $1 ids, $2 attempts
 WITH quick AS (SELECT set_config('synchronous_commit', 'off', true) AS setting)
-UPDATE {schema}.jobs j
+UPDATE {schema}.leases l
    SET started = true
   FROM unnest($1::bigint[], $2::int[]) AS c(id, attempt), quick
- WHERE j.id = c.id AND j.attempt = c.attempt AND j.state = 'running'
-RETURNING j.id
+ WHERE l.id = ANY($1::bigint[]) AND l.id = c.id AND l.attempt = c.attempt
+RETURNING l.id

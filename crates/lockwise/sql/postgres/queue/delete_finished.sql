@@ -1,4 +1,34 @@
--- Deletes one queue's jobs in a finished state ('done', 'dead' or 'cancelled') that finished more than
--- $3 seconds ago. $1 queue, $2 state, $3 age (seconds)
-DELETE FROM {schema}.jobs WHERE queue = $1 AND state = $2
-   AND finished_at < now() - make_interval(secs => $3)
+-- Deletes one queue's jobs in a finished state ('done', 'dead' or 'cancelled') that finished
+-- more than $3 seconds ago, with the idempotency keys they still hold, and takes them out of
+-- the sealed counts. $1 queue (NULL: every queue in the schema), $2 state, $3 age (seconds)
+WITH history AS (
+    DELETE FROM {schema}.done
+     WHERE ($1::text IS NULL OR queue = $1) AND state = $2
+       AND finished_at < now() - make_interval(secs => $3)
+    RETURNING id, queue, state, idempotency_key, finished_at
+),
+letters AS (
+    DELETE FROM {schema}.dead
+     WHERE ($1::text IS NULL OR queue = $1) AND $2 = 'dead'
+       AND finished_at < now() - make_interval(secs => $3)
+    RETURNING id, queue, idempotency_key
+),
+gone AS (
+    SELECT id, queue, idempotency_key FROM history
+    UNION ALL SELECT id, queue, idempotency_key FROM letters
+),
+freed AS (
+    DELETE FROM {schema}.keys k USING gone g
+     WHERE k.queue = g.queue AND k.key = g.idempotency_key AND k.job_id = g.id
+),
+uncounted AS (
+    UPDATE {schema}.done_counts c SET n = c.n - x.n
+      FROM (SELECT queue, state,
+                   to_timestamp(floor(extract(epoch FROM finished_at) / 10) * 10) AS bucket,
+                   count(*) AS n
+              FROM history
+             WHERE finished_at < (SELECT until FROM {schema}.done_sealed)
+             GROUP BY 1, 2, 3) x
+     WHERE c.queue = x.queue AND c.state = x.state AND c.bucket = x.bucket
+)
+SELECT count(*) AS deleted FROM gone

@@ -1,0 +1,257 @@
+-- Queue schema, version 4: one table per stage of a job's life instead of one table updated
+-- in place, so that sustained load leaves no pile of dead row versions behind (the design,
+-- its measurements and its trade-offs: docs/design/queue-layout-v4.md, and the module doc of
+-- queue/postgres.rs). {schema} is the quoted, validated schema name; {channel} the NOTIFY
+-- channel. Applied once, in one transaction, under the migration lock; the jobs of version 3
+-- are carried over, those in flight with their attempt (the fencing token) and lease.
+--
+--   ready      jobs due (a ring of 16 segments, reset by TRUNCATE once drained)
+--   scheduled  delayed jobs and retries waiting for their backoff
+--   leases     claimed jobs (a ring of 16 segments, reset by TRUNCATE once drained)
+--   done       finished history, done and cancelled (insert-only)
+--   dead       dead letters
+--   keys       idempotency keys, across every stage
+--
+-- A job is in exactly one of ready, scheduled, leases, done and dead at any time: every move
+-- is one statement (DELETE … RETURNING feeding an INSERT).
+
+LOCK TABLE {schema}.jobs IN ACCESS EXCLUSIVE MODE;
+
+CREATE SEQUENCE {schema}.job_id;
+-- The rings' clocks: a row's segment is a function of its ticket, (ticket / size) % segments.
+CREATE SEQUENCE {schema}.ready_ticket MINVALUE 0 START 0;
+CREATE SEQUENCE {schema}.claim_ticket MINVALUE 0 START 0;
+
+CREATE TABLE {schema}.ready (
+    seg             smallint    NOT NULL
+                    DEFAULT ((nextval('{schema}.ready_ticket') / 500) % 16)::smallint,
+    id              bigint      NOT NULL,
+    queue           text        NOT NULL,
+    priority        smallint    NOT NULL DEFAULT 0,
+    run_at          timestamptz NOT NULL DEFAULT now(),
+    payload         jsonb       NOT NULL,
+    attempt         integer     NOT NULL DEFAULT 0,
+    max_attempts    integer     NOT NULL DEFAULT 5 CHECK (max_attempts > 0),
+    idempotency_key text,
+    created_at      timestamptz NOT NULL DEFAULT now(),
+    last_error      text,
+    errors          jsonb       NOT NULL DEFAULT '[]'
+) PARTITION BY LIST (seg);
+CREATE INDEX ready_claim ON {schema}.ready (queue, priority, run_at, id);
+CREATE INDEX ready_id ON {schema}.ready (id);
+
+CREATE TABLE {schema}.scheduled (
+    id              bigint      PRIMARY KEY,
+    queue           text        NOT NULL,
+    priority        smallint    NOT NULL DEFAULT 0,
+    run_at          timestamptz NOT NULL,
+    payload         jsonb       NOT NULL,
+    attempt         integer     NOT NULL DEFAULT 0,
+    max_attempts    integer     NOT NULL DEFAULT 5 CHECK (max_attempts > 0),
+    idempotency_key text,
+    created_at      timestamptz NOT NULL DEFAULT now(),
+    last_error      text,
+    errors          jsonb       NOT NULL DEFAULT '[]'
+);
+CREATE INDEX scheduled_due ON {schema}.scheduled (queue, run_at);
+
+-- started and lease_until are not indexed: the confirmation and heartbeats are HOT updates.
+CREATE TABLE {schema}.leases (
+    seg             smallint    NOT NULL
+                    DEFAULT ((nextval('{schema}.claim_ticket') / 400) % 16)::smallint,
+    id              bigint      NOT NULL,
+    queue           text        NOT NULL,
+    priority        smallint    NOT NULL,
+    run_at          timestamptz NOT NULL,
+    payload         jsonb       NOT NULL,
+    -- This execution's attempt: the fencing token every later statement compares.
+    attempt         integer     NOT NULL,
+    max_attempts    integer     NOT NULL,
+    idempotency_key text,
+    created_at      timestamptz NOT NULL,
+    last_error      text,
+    errors          jsonb       NOT NULL,
+    started         boolean     NOT NULL DEFAULT false,
+    lease_until     timestamptz NOT NULL,
+    worker          text,
+    claimed_at      timestamptz NOT NULL DEFAULT now()
+) PARTITION BY LIST (seg);
+CREATE INDEX leases_id ON {schema}.leases (id);
+
+DO $ring$
+BEGIN
+    FOR i IN 0..15 LOOP
+        EXECUTE format('CREATE TABLE %s.ready_%s PARTITION OF %s.ready FOR VALUES IN (%s)',
+                       '{schema}', i, '{schema}', i);
+        EXECUTE format('CREATE TABLE %s.leases_%s PARTITION OF %s.leases FOR VALUES IN (%s) '
+                       'WITH (fillfactor = 70)', '{schema}', i, '{schema}', i);
+    END LOOP;
+END
+$ring$;
+
+CREATE TABLE {schema}.done (
+    id              bigint      PRIMARY KEY,
+    queue           text        NOT NULL,
+    state           text        NOT NULL CHECK (state IN ('done', 'cancelled')),
+    priority        smallint    NOT NULL,
+    run_at          timestamptz NOT NULL,
+    payload         jsonb       NOT NULL,
+    attempt         integer     NOT NULL,
+    max_attempts    integer     NOT NULL,
+    idempotency_key text,
+    worker          text,
+    created_at      timestamptz NOT NULL,
+    last_error      text,
+    errors          jsonb       NOT NULL,
+    finished_at     timestamptz NOT NULL DEFAULT now()
+);
+CREATE INDEX done_recent ON {schema}.done (queue, state, finished_at);
+
+-- The finished counts of sealed 10-second buckets, so that stats counts only the newest
+-- history (done_sealed.until is where sealing has got to).
+CREATE TABLE {schema}.done_counts (
+    queue  text        NOT NULL,
+    state  text        NOT NULL,
+    bucket timestamptz NOT NULL,
+    n      bigint      NOT NULL,
+    PRIMARY KEY (queue, state, bucket)
+);
+CREATE TABLE {schema}.done_sealed (
+    one   boolean     PRIMARY KEY DEFAULT true CHECK (one),
+    until timestamptz NOT NULL
+);
+INSERT INTO {schema}.done_sealed (until) VALUES ('-infinity');
+
+CREATE TABLE {schema}.dead (
+    id              bigint      PRIMARY KEY,
+    queue           text        NOT NULL,
+    priority        smallint    NOT NULL,
+    run_at          timestamptz NOT NULL,
+    payload         jsonb       NOT NULL,
+    attempt         integer     NOT NULL,
+    max_attempts    integer     NOT NULL,
+    idempotency_key text,
+    worker          text,
+    created_at      timestamptz NOT NULL,
+    last_error      text,
+    errors          jsonb       NOT NULL,
+    finished_at     timestamptz NOT NULL DEFAULT now()
+);
+CREATE INDEX dead_queue ON {schema}.dead (queue, finished_at, id);
+
+-- (queue, key) → the job holding the key, whatever its stage. A key is held until its job's
+-- history is pruned, or until a job with a uniqueness window takes it over.
+CREATE TABLE {schema}.keys (
+    queue      text        NOT NULL,
+    key        text        NOT NULL,
+    job_id     bigint      NOT NULL,
+    created_at timestamptz NOT NULL DEFAULT now(),
+    PRIMARY KEY (queue, key)
+);
+CREATE INDEX keys_job ON {schema}.keys (job_id);
+
+-- Every job whatever its stage, in the columns of version 3 (Queue::job, Queue::list).
+CREATE VIEW {schema}.all_jobs AS
+SELECT id, queue, CASE WHEN run_at > now() THEN 'scheduled' ELSE 'ready' END AS state,
+       priority, run_at, payload, attempt, max_attempts, idempotency_key, NULL::text AS worker,
+       created_at, last_error, errors, NULL::timestamptz AS finished_at,
+       NULL::timestamptz AS lease_until
+  FROM {schema}.ready
+UNION ALL
+SELECT id, queue, CASE WHEN run_at > now() THEN 'scheduled' ELSE 'ready' END, priority,
+       run_at, payload, attempt, max_attempts, idempotency_key, NULL, created_at, last_error,
+       errors, NULL, NULL
+  FROM {schema}.scheduled
+UNION ALL
+SELECT id, queue, 'running', priority, run_at, payload, attempt, max_attempts,
+       idempotency_key, worker, created_at, last_error, errors, NULL, lease_until
+  FROM {schema}.leases
+UNION ALL
+SELECT id, queue, state, priority, run_at, payload, attempt, max_attempts, idempotency_key,
+       worker, created_at, last_error, errors, finished_at, NULL
+  FROM {schema}.done
+UNION ALL
+SELECT id, queue, 'dead', priority, run_at, payload, attempt, max_attempts, idempotency_key,
+       worker, created_at, last_error, errors, finished_at, NULL
+  FROM {schema}.dead;
+
+-- Wakes workers: one notification per queue and statement (a bulk enqueue, a reap: one).
+-- Delayed jobs wake nobody: a worker finds them due at its poll.
+CREATE FUNCTION {schema}.notify_ready() RETURNS trigger LANGUAGE plpgsql AS $fn$
+BEGIN
+    PERFORM pg_notify('{channel}', q) FROM (SELECT DISTINCT queue AS q FROM new_rows) n;
+    RETURN NULL;
+END
+$fn$;
+CREATE TRIGGER ready_notify AFTER INSERT ON {schema}.ready REFERENCING NEW TABLE AS new_rows
+    FOR EACH STATEMENT EXECUTE FUNCTION {schema}.notify_ready();
+
+-- Empties a drained ring segment if it is still empty once locked; gives up at once when
+-- another maintainer is at work or the lock does not come within 20 ms (claims queue behind
+-- it meanwhile). Returns whether it truncated. One segment per call and transaction.
+CREATE FUNCTION {schema}.truncate_drained(segment regclass, class integer) RETURNS boolean
+LANGUAGE plpgsql AS $fn$
+DECLARE
+    busy boolean;
+BEGIN
+    IF NOT pg_try_advisory_xact_lock(class, hashtext('{schema}.rings')) THEN
+        RETURN false;
+    END IF;
+    PERFORM set_config('lock_timeout', '20ms', true);
+    EXECUTE format('LOCK TABLE %s IN ACCESS EXCLUSIVE MODE', segment);
+    PERFORM set_config('lock_timeout', '0', true);
+    EXECUTE format('SELECT EXISTS (SELECT 1 FROM %s)', segment) INTO STRICT busy;
+    IF busy THEN
+        RETURN false;
+    END IF;
+    EXECUTE format('TRUNCATE %s', segment);
+    RETURN true;
+EXCEPTION WHEN lock_not_available THEN
+    RETURN false;
+END
+$fn$;
+
+-- Carry the jobs of version 3 over.
+SELECT setval('{schema}.job_id', coalesce((SELECT max(id) FROM {schema}.jobs), 0) + 1, false);
+
+INSERT INTO {schema}.ready (id, queue, priority, run_at, payload, attempt, max_attempts,
+                            idempotency_key, created_at, last_error, errors)
+SELECT id, queue, priority, run_at, payload, attempt, max_attempts, idempotency_key,
+       created_at, last_error, errors
+  FROM {schema}.jobs WHERE state = 'available' AND run_at <= now()
+ ORDER BY priority, run_at, id;
+
+INSERT INTO {schema}.scheduled (id, queue, priority, run_at, payload, attempt, max_attempts,
+                                idempotency_key, created_at, last_error, errors)
+SELECT id, queue, priority, run_at, payload, attempt, max_attempts, idempotency_key,
+       created_at, last_error, errors
+  FROM {schema}.jobs WHERE state = 'available' AND run_at > now();
+
+-- In flight: the same attempt (its worker still completes it), lease and started flag.
+INSERT INTO {schema}.leases (id, queue, priority, run_at, payload, attempt, max_attempts,
+                             idempotency_key, created_at, last_error, errors, started,
+                             lease_until, worker)
+SELECT id, queue, priority, run_at, payload, attempt, max_attempts, idempotency_key,
+       created_at, last_error, errors, started, coalesce(lease_until, now()), worker
+  FROM {schema}.jobs WHERE state = 'running';
+
+INSERT INTO {schema}.done (id, queue, state, priority, run_at, payload, attempt, max_attempts,
+                           idempotency_key, worker, created_at, last_error, errors, finished_at)
+SELECT id, queue, state, priority, run_at, payload, attempt, max_attempts,
+       coalesce(idempotency_key, released_key), worker, created_at, last_error, errors,
+       coalesce(finished_at, now())
+  FROM {schema}.jobs WHERE state IN ('done', 'cancelled');
+
+INSERT INTO {schema}.dead (id, queue, priority, run_at, payload, attempt, max_attempts,
+                           idempotency_key, worker, created_at, last_error, errors, finished_at)
+SELECT id, queue, priority, run_at, payload, attempt, max_attempts,
+       coalesce(idempotency_key, released_key), worker, created_at, last_error, errors,
+       coalesce(finished_at, now())
+  FROM {schema}.jobs WHERE state = 'dead';
+
+INSERT INTO {schema}.keys (queue, key, job_id, created_at)
+SELECT queue, idempotency_key, id, created_at
+  FROM {schema}.jobs WHERE idempotency_key IS NOT NULL;
+
+DROP TABLE {schema}.jobs;
+DROP FUNCTION {schema}.notify_job();
