@@ -205,7 +205,10 @@ async fn the_claim_plan_of_several_queues_limits_each_queue_from_the_index() {
     assert_claim_index_scans(&per_queue[0]["Plans"][0]["Plans"][0], &text);
     let chosen = find(&plan, &|n| n["Subplan Name"] == "CTE chosen");
     assert_eq!(chosen.len(), 1, "{text}");
-    assert_eq!(chosen[0]["Node Type"], "Limit", "the n first of them all: {text}");
+    assert_eq!(
+        chosen[0]["Node Type"], "Limit",
+        "the n first of them all: {text}"
+    );
     assert_deletes_by_address(&plan, &text);
 }
 

@@ -69,6 +69,7 @@ pub async fn enqueue(
     };
     let outcome = async {
         queue.migrate().await?;
+        store.create_floor().await?;
         rounds(&store, &queue, backend, jobs, batch, plan, tick).await
     }
     .await;
@@ -129,7 +130,17 @@ async fn rounds(
 }
 
 impl Store {
-    /// Empties the jobs table.
+    /// Creates the floor's table beside lockwise's (PostgreSQL; on MariaDB/MySQL the floor
+    /// inserts into lockwise's own jobs table, whose layout is the floor's).
+    async fn create_floor(&self) -> Result<()> {
+        if let Store::Postgres { pool, schema } = self {
+            let sql = schema.sql(include_str!("../../sql/postgres/bench/floor_schema.sql"));
+            sqlx::raw_sql(sql).execute(pool).await?;
+        }
+        Ok(())
+    }
+
+    /// Empties the jobs tables.
     async fn truncate(&self) -> Result<()> {
         match self {
             Store::Postgres { pool, schema } => {

@@ -133,6 +133,9 @@ impl Run {
         let schema = Schema::new(&name)?;
         let queue = Queue::with_schema(pool.clone(), &name, QUEUE)?;
         queue.migrate().await?;
+        sqlx::raw_sql(schema.sql(include_str!("../../sql/postgres/bench/floor_schema.sql")))
+            .execute(pool)
+            .await?;
         Ok(Run {
             pool: pool.clone(),
             name,
@@ -156,7 +159,7 @@ impl Run {
         let finished = Arc::new(AtomicU64::new(0));
         let stop = CancellationToken::new();
         // The first jobs before the consumers start.
-        let mut enqueued = self.produce(load.depth, 0).await?;
+        let mut enqueued = self.produce(lockwise, load.depth, 0).await?;
         let sampler = DeadTuples::start(self.pool.clone(), self.name.clone()).await;
         let consumers = if lockwise {
             self.worker(load, finished.clone(), stop.clone())
@@ -169,7 +172,7 @@ impl Run {
         while Instant::now() < until && !consumers.is_finished() {
             let depth = enqueued.saturating_sub(finished.load(Ordering::Relaxed));
             if depth + CHUNK <= load.depth {
-                match self.produce(CHUNK, enqueued).await {
+                match self.produce(lockwise, CHUNK, enqueued).await {
                     Ok(n) => enqueued += n,
                     Err(e) => {
                         failure = Some(e);
@@ -195,10 +198,25 @@ impl Run {
         Ok((done as f64 / took.as_secs_f64(), most, last))
     }
 
-    /// Enqueues `n` no-op jobs; returns how many.
-    async fn produce(&self, n: u64, from: u64) -> Result<u64> {
-        let jobs = (from..from + n).map(|i| Job::new(json!({ "n": i })));
-        Ok(self.queue.enqueue_many(jobs).await?.len() as u64)
+    /// Enqueues `n` no-op jobs, with lockwise or into the floor's table (one raw INSERT);
+    /// returns how many.
+    async fn produce(&self, lockwise: bool, n: u64, from: u64) -> Result<u64> {
+        if lockwise {
+            let jobs = (from..from + n).map(|i| Job::new(json!({ "n": i })));
+            return Ok(self.queue.enqueue_many(jobs).await?.len() as u64);
+        }
+        let payloads: Vec<String> = (from..from + n)
+            .map(|i| json!({ "n": i }).to_string())
+            .collect();
+        let sql = self
+            .schema
+            .sql(include_str!("../../sql/postgres/bench/enqueue_floor.sql"));
+        let done = sqlx::query(sql)
+            .bind(QUEUE)
+            .bind(&payloads)
+            .execute(&self.pool)
+            .await?;
+        Ok(done.rows_affected())
     }
 
     /// lockwise's side: one worker, `load.workers` handlers, its default batch and prefetch.

@@ -30,6 +30,7 @@ const BATCH: i64 = 10;
 struct Statements {
     truncate: String,
     fill: String,
+    fill_floor: String,
     analyze: String,
     claim: String,
     complete: String,
@@ -55,10 +56,14 @@ pub async fn throughput(
     let schema = Schema::new(&name)?;
     let queue = Queue::with_schema(pool.clone(), &name, QUEUE)?;
     queue.migrate().await?;
+    sqlx::raw_sql(schema.sql(include_str!("../../sql/postgres/bench/floor_schema.sql")))
+        .execute(&pool)
+        .await?;
     let sql = |text: &str| schema.sql(text).0;
     let statements = Statements {
         truncate: sql(include_str!("../../sql/postgres/bench/queue_truncate.sql")),
         fill: sql(include_str!("../../sql/postgres/bench/queue_fill.sql")),
+        fill_floor: sql(include_str!("../../sql/postgres/bench/floor_fill.sql")),
         analyze: sql(include_str!("../../sql/postgres/bench/queue_analyze.sql")),
         claim: sql(include_str!(
             "../../sql/postgres/bench/queue_floor_claim.sql"
@@ -113,7 +118,8 @@ async fn rounds(
             sqlx::query(AssertSqlSafe(sql.truncate.clone()))
                 .execute(pool)
                 .await?;
-            sqlx::query(AssertSqlSafe(sql.fill.clone()))
+            let fill = if lockwise { &sql.fill } else { &sql.fill_floor };
+            sqlx::query(AssertSqlSafe(fill.clone()))
                 .bind(QUEUE)
                 .bind(backlog)
                 .execute(pool)

@@ -1,2 +1,4 @@
--- Empties the bench's queue table (and resets its dead-tuple count).
-TRUNCATE {schema}.jobs
+-- Empties the bench's lockwise store and the floor's table (and resets their dead-tuple
+-- counts).
+TRUNCATE {schema}.ready, {schema}.scheduled, {schema}.leases, {schema}.done,
+         {schema}.done_counts, {schema}.floor_jobs
