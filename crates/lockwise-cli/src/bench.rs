@@ -92,9 +92,9 @@ struct QueueArgs {
     #[arg(long, default_value = "5ms", value_parser = crate::duration::parse, value_name = "DURATION")]
     io: Duration,
     /// Also run the sustained load for this long per run (issue 13's: 120s): a producer holds
-    /// the queue near --depth while 8 workers run --job-length jobs, lockwise against the naive
-    /// loop, each in a fresh store; reports jobs/s and the most dead row versions of any
-    /// table. Runs once per side unless --rounds says more. 0 skips it
+    /// the queue near --depth while --handlers workers run --job-length jobs, lockwise
+    /// against the naive loop, each in a fresh store; reports jobs/s and the most dead row
+    /// versions of any table. Runs once per side unless --rounds says more. 0 skips it
     #[arg(long, default_value = "0s", value_parser = crate::duration::parse, value_name = "DURATION")]
     sustained: Duration,
     /// The depth the sustained load holds
@@ -103,6 +103,10 @@ struct QueueArgs {
     /// How long each job of the sustained load runs
     #[arg(long, default_value = "1ms", value_parser = crate::duration::parse, value_name = "DURATION")]
     job_length: Duration,
+    /// How many jobs the sustained load runs at once: one Worker's concurrency, and the
+    /// floor's tasks
+    #[arg(long, default_value_t = 8, value_parser = clap::value_parser!(u16).range(1..=1024), value_name = "N")]
+    handlers: u16,
     /// Rounds per strategy and worker count, strategies alternating
     #[arg(long, default_value_t = 5, value_parser = clap::value_parser!(u16).range(1..), value_name = "N")]
     rounds: u16,
@@ -345,7 +349,8 @@ async fn bench_queue(a: QueueArgs) -> Result<u8, Failure> {
     }
     if let Some(sustained) = sustained_plan {
         bar.set_message("sustained");
-        let load = lockwise::bench::sustained::Load::new(8, a.depth, a.job_length);
+        let load =
+            lockwise::bench::sustained::Load::new(usize::from(a.handlers), a.depth, a.job_length);
         drained.push(lockwise::bench::sustained::sustained(&pg, load, sustained, &tick).await?);
     }
     let mut results = Vec::new();

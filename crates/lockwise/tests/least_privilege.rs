@@ -88,6 +88,41 @@ async fn everything_works_as(lock_url: &str, queue_url: &str, schema: &str, post
     assert_eq!(report.done, 3);
     let stats = queue.stats().await.unwrap();
     assert_eq!(stats.done, 3, "{stats:?}");
+    if postgres {
+        // The maintenance empties a drained ring segment without the TRUNCATE privilege
+        // (through the schema's SECURITY DEFINER function), and nothing else.
+        let pool = sqlx::PgPool::connect(queue_url).await.unwrap();
+        let size = |segment: &str| {
+            let sql = format!("SELECT pg_relation_size('{schema}.{segment}')");
+            let pool = pool.clone();
+            async move {
+                sqlx::query_scalar::<_, i64>(sqlx::AssertSqlSafe(sql))
+                    .fetch_one(&pool)
+                    .await
+                    .unwrap()
+            }
+        };
+        assert!(
+            size("ready_0").await > 0,
+            "the three jobs were in segment 0"
+        );
+        let truncate = format!("SELECT {schema}.truncate_drained($1, $2, 7)");
+        let truncated: bool = sqlx::query_scalar(sqlx::AssertSqlSafe(truncate.clone()))
+            .bind("ready")
+            .bind(0i32)
+            .fetch_one(&pool)
+            .await
+            .unwrap();
+        assert!(truncated);
+        assert_eq!(size("ready_0").await, 0);
+        let refused = sqlx::query_scalar::<_, bool>(sqlx::AssertSqlSafe(truncate))
+            .bind("done")
+            .bind(0i32)
+            .fetch_one(&pool)
+            .await;
+        assert!(refused.is_err(), "{refused:?}");
+        pool.close().await;
+    }
 }
 
 #[tokio::test]

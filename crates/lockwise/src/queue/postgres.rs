@@ -1,7 +1,49 @@
-//! The queue on PostgreSQL: one statement per claim (a materialized CTE of at most `n` rows
-//! locked with `FOR UPDATE SKIP LOCKED`, then an `UPDATE … FROM` it, which also acknowledges
-//! the finished jobs), LISTEN/NOTIFY wake-ups, and a vacuum when dead tuples pile up. The SQL
-//! is in `sql/postgres/queue/`.
+//! The queue on PostgreSQL. The SQL is in `sql/postgres/queue/`; the storage layout is
+//! migration 4 (`v4.sql`), designed and measured in `docs/design/queue-layout-v4.md`.
+//!
+//! # Storage: one table per stage, rings reset by TRUNCATE
+//!
+//! A job lives in exactly one table at a time and moves between them in one statement each
+//! (`DELETE … RETURNING` feeding an `INSERT`): `ready` (due), `scheduled` (delayed, or
+//! waiting out a retry's backoff), `leases` (claimed; the attempt number is the fencing token
+//! every later statement compares), `done` (finished history, done and cancelled), `dead`
+//! (dead letters). Idempotency keys sit in `keys`, across every stage.
+//!
+//! Why: a queue that updates one row per job in place leaves a dead row version per claim
+//! and per completion, and only VACUUM removes them. Under sustained load they pile up faster
+//! than autovacuum (one visit a minute by default) clears them, and every claim's index scan
+//! wades through them (measured: 494k dead tuples in 90 s, and throughput falling as the
+//! backlog grew). Here the per-job deletes happen in `ready` and `leases`, which are
+//! LIST-partitioned **rings** of 16 segments: a row's segment is a function of a ticket drawn
+//! from a sequence by the column's DEFAULT, so enqueueing stays a plain `INSERT` (inside the
+//! caller's transaction too). Once the claims have drained a segment the ring's clock has
+//! passed, the maintenance (every worker, four times a second, one at a time) `TRUNCATE`s
+//! it: its dead versions go with its files, and its `n_dead_tup` drops to 0, without VACUUM.
+//! The confirmation and heartbeats are HOT updates of a lease (no indexed column changes).
+//! `done` is insert-only, so it has no dead versions until history is pruned; `stats`
+//! counts it from per-10-second sealed counts plus the newest rows, never the whole history.
+//! `scheduled`, `dead` and `keys` are written at the rate of delays, failures and keys, not
+//! at the job rate. Measured under the load (8 handlers, 1 ms jobs, 4,000 deep): no
+//! table above 1,000 dead tuples, against 22k for the previous layout in the same test.
+//!
+//! The price, and the limits:
+//! - every job is written three times (ready, leases, done) instead of once and updated
+//!   twice or thrice; the WAL volume is alike, and no dead index entries pile up;
+//! - a `TRUNCATE` takes an exclusive lock on its segment for a few milliseconds (claims wait
+//!   behind it; it gives up after 20 ms) and makes sessions replan the claim;
+//! - a ring holds 8,000 ready rows (16 × 500) and 6,400 leases (16 × 400) before its clock
+//!   comes back to a segment. A backlog deeper than that, a job waiting in a queue nobody
+//!   works, or a lease held for many minutes keeps its segment from being truncated: that
+//!   segment then gathers dead versions until autovacuum visits it, as any table would;
+//! - a transaction kept open after it enqueued holds its segment's lock, and with it that
+//!   segment's truncation, until it ends;
+//! - finished history is kept until pruned (`delete_finished`, `lockwise queue prune`), as
+//!   before.
+//!
+//! One statement per claim: it acknowledges the finished jobs (leases → done) and moves at
+//! most `n` due jobs into leases, locked with `FOR UPDATE SKIP LOCKED` in a MATERIALIZED CTE
+//! over the claim index of every segment (merged, so the order stays global). LISTEN/NOTIFY
+//! wakes idle workers.
 
 use std::sync::Arc;
 use std::time::{Duration, SystemTime};
@@ -258,14 +300,14 @@ impl PgDriver {
                 LEASE_SEGMENT_ROWS
             };
             let current = (clock / rows_per_segment) % RING_SEGMENTS;
-            let seg = i64::from(seg);
-            let busy = seg == current || seg == (current - 1).rem_euclid(RING_SEGMENTS);
+            let at = i64::from(seg);
+            let busy = at == current || at == (current - 1).rem_euclid(RING_SEGMENTS);
             if bytes == 0 || !empty || busy {
                 continue;
             }
-            let segment = self.schema.sql(&format!("{{schema}}.{ring}_{seg}")).0;
             let done: bool = sqlx::query_scalar(q(&self.sql.truncate_drained))
-                .bind(segment)
+                .bind(&ring)
+                .bind(seg)
                 .bind(ADVISORY_CLASS)
                 .fetch_one(&self.pool)
                 .await?;
@@ -640,11 +682,28 @@ impl Driver for PgDriver {
 
     async fn cancel(&self, id: JobId) -> Result<bool> {
         self.migrate().await?;
-        let done = sqlx::query(q(&self.sql.cancel))
-            .bind(id.0)
-            .execute(&self.pool)
-            .await?;
-        Ok(done.rows_affected() == 1)
+        // A job that moved stage while the statement ran (claimed, failed into its backoff,
+        // reaped) is not in the snapshot's view of its new table: look where it is now, and
+        // cancel it there.
+        for _ in 0..4 {
+            let done = sqlx::query(q(&self.sql.cancel))
+                .bind(id.0)
+                .execute(&self.pool)
+                .await?;
+            if done.rows_affected() == 1 {
+                return Ok(true);
+            }
+            let unfinished = self.job(id).await?.is_some_and(|job| {
+                matches!(
+                    job.state,
+                    JobState::Ready | JobState::Scheduled | JobState::Running
+                )
+            });
+            if !unfinished {
+                return Ok(false);
+            }
+        }
+        Ok(false)
     }
 
     async fn maintain(&self) -> Result<()> {

@@ -186,14 +186,22 @@ $fn$;
 CREATE TRIGGER ready_notify AFTER INSERT ON {schema}.ready REFERENCING NEW TABLE AS new_rows
     FOR EACH STATEMENT EXECUTE FUNCTION {schema}.notify_ready();
 
--- Empties a drained ring segment if it is still empty once locked; gives up at once when
--- another maintainer is at work or the lock does not come within 20 ms (claims queue behind
--- it meanwhile). Returns whether it truncated. One segment per call and transaction.
-CREATE FUNCTION {schema}.truncate_drained(segment regclass, class integer) RETURNS boolean
-LANGUAGE plpgsql AS $fn$
+-- Empties a drained ring segment (ring 'ready' or 'leases', segment 0 … 15) if it is still
+-- empty once locked; gives up at once when another maintainer is at work or the lock does not
+-- come within 20 ms (claims queue behind it meanwhile). Returns whether it truncated. One
+-- segment per call and transaction. SECURITY DEFINER, so that an application user with only
+-- EXECUTE on it (and no TRUNCATE privilege) keeps the rings clean; it can empty nothing but
+-- an empty segment of this schema's rings.
+CREATE FUNCTION {schema}.truncate_drained(ring text, seg integer, class integer)
+RETURNS boolean LANGUAGE plpgsql SECURITY DEFINER SET search_path = pg_catalog AS $fn$
 DECLARE
+    segment text;
     busy boolean;
 BEGIN
+    IF ring NOT IN ('ready', 'leases') OR seg NOT BETWEEN 0 AND 15 THEN
+        RAISE EXCEPTION 'no ring segment %_%', ring, seg;
+    END IF;
+    segment := format('%s.%I', '{schema}', ring || '_' || seg);
     IF NOT pg_try_advisory_xact_lock(class, hashtext('{schema}.rings')) THEN
         RETURN false;
     END IF;
