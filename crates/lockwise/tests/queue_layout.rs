@@ -168,7 +168,22 @@ async fn a_version_3_schema_migrates_to_v4_with_jobs_in_every_state() {
         .unwrap();
         ids.insert(job.name, JobId(id));
     }
-    let max_old = ids.values().map(|id| id.0).max().unwrap();
+    // A job version 3 drew an id for and that was pruned since: its id is never reused.
+    let pruned = scalar_i64(
+        &pool,
+        format!(
+            "WITH j AS (INSERT INTO {quoted}.jobs (queue, payload) VALUES ('q', '{{}}')              RETURNING id) SELECT id FROM j"
+        ),
+    )
+    .await
+    .unwrap();
+    sqlx::query(sqlx::AssertSqlSafe(format!(
+        "DELETE FROM {quoted}.jobs WHERE id = {pruned}"
+    )))
+    .execute(&pool)
+    .await
+    .unwrap();
+    let max_old = ids.values().map(|id| id.0).max().unwrap().max(pruned);
 
     let q = lockwise::queue::connect(
         schema.url(),
@@ -485,4 +500,108 @@ async fn sustained_load_keeps_dead_tuples_of_every_queue_table_under_2000() {
         over.is_empty(),
         "dead tuples over 2,000 (peak {peak} in {table}): {over:?}"
     );
+}
+
+/// The finished counts of `stats` stay exact across sealing (the maintenance folds finished
+/// jobs into per-bucket counts) and pruning (which takes the sealed ones out again).
+#[tokio::test]
+async fn stats_count_finished_jobs_exactly_across_sealing_and_pruning() {
+    let schema = PgSchema::new("seal");
+    let options = ConnectOptions::default().queue("q").schema(schema.name());
+    let pool = PgPoolOptions::new()
+        .max_connections(2)
+        .connect(schema.url())
+        .await
+        .expect("PostgreSQL is not reachable; run scripts/services");
+    let quoted = format!("\"{}\"", schema.name());
+    let sealed = || {
+        scalar_i64(
+            &pool,
+            format!("SELECT coalesce(sum(n), 0)::bigint FROM {quoted}.done_counts"),
+        )
+    };
+    let drain = |q: Queue, idle_for: Duration| async move {
+        let stop = CancellationToken::new();
+        let stopper = stop.clone();
+        let ran = tokio::spawn(Worker::new(q).run(|_job| async { Ok::<_, String>(()) }, stop));
+        sleep(idle_for).await;
+        stopper.cancel();
+        ran.await.unwrap().unwrap().done
+    };
+    let q = lockwise::queue::connect(schema.url(), options.clone())
+        .await
+        .unwrap();
+    q.enqueue_many((0..20).map(|n| Job::new(json!({ "n": n }))))
+        .await
+        .unwrap();
+    assert_eq!(drain(q.clone(), Duration::from_millis(800)).await, 20);
+    // A new process seals at its worker's first maintenance.
+    let fresh = lockwise::queue::connect(schema.url(), options.clone())
+        .await
+        .unwrap();
+    assert_eq!(drain(fresh.clone(), Duration::from_millis(600)).await, 0);
+    assert_eq!(sealed().await, Some(20), "the 20 finished jobs were sealed");
+    // Five more, finished after the seal, and two cancelled.
+    fresh
+        .enqueue_many((0..7).map(|n| Job::new(json!({ "m": n }))))
+        .await
+        .unwrap();
+    let waiting = fresh.list(JobState::Ready, 10).await.unwrap();
+    assert!(fresh.cancel(waiting[0].id).await.unwrap());
+    assert!(fresh.cancel(waiting[1].id).await.unwrap());
+    let claimed = fresh
+        .claim("w", 10, Duration::from_secs(30), &[])
+        .await
+        .unwrap();
+    let finished: Vec<(JobId, i32)> = claimed.iter().map(|c| (c.id, c.attempt)).collect();
+    assert_eq!(fresh.complete(&finished).await.unwrap(), 5);
+    let stats = fresh.stats().await.unwrap();
+    assert_eq!((stats.done, stats.cancelled), (25, 2), "{stats:?}");
+    assert_eq!(
+        fresh.prune(JobState::Done, Duration::ZERO).await.unwrap(),
+        25
+    );
+    let stats = fresh.stats().await.unwrap();
+    assert_eq!((stats.done, stats.cancelled), (0, 2), "{stats:?}");
+    assert_eq!(sealed().await, Some(0), "no count is left for pruned jobs");
+    let rows = scalar_i64(
+        &pool,
+        format!("SELECT count(*)::bigint FROM {quoted}.done_counts"),
+    )
+    .await;
+    assert_eq!(rows, Some(0), "emptied buckets are deleted");
+}
+
+/// Delayed jobs that came due are claimed by priority, then by when they came due, as ready
+/// ones are.
+#[tokio::test]
+async fn delayed_jobs_that_came_due_are_claimed_by_priority() {
+    let schema = PgSchema::new("due");
+    let q = lockwise::queue::connect(
+        schema.url(),
+        ConnectOptions::default().queue("q").schema(schema.name()),
+    )
+    .await
+    .expect("PostgreSQL is not reachable; run scripts/services");
+    let low = q
+        .enqueue(
+            Job::new(json!("low"))
+                .priority(5)
+                .delay(Duration::from_millis(100)),
+        )
+        .await
+        .unwrap();
+    let high = q
+        .enqueue(
+            Job::new(json!("high"))
+                .priority(0)
+                .delay(Duration::from_millis(300)),
+        )
+        .await
+        .unwrap();
+    sleep(Duration::from_millis(400)).await;
+    let first = q.claim("w", 1, Duration::from_secs(30), &[]).await.unwrap();
+    assert_eq!(first.iter().map(|c| c.id).collect::<Vec<_>>(), vec![high]);
+    let second = q.claim("w", 1, Duration::from_secs(30), &[]).await.unwrap();
+    assert_eq!(second.iter().map(|c| c.id).collect::<Vec<_>>(), vec![low]);
 }

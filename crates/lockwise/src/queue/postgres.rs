@@ -103,7 +103,9 @@ struct Statements {
     reap: String,
     rings: String,
     truncate_drained: String,
+    seal_lock: String,
     seal_done: String,
+    prune_lock: String,
     stats: String,
     dead: String,
     retry: String,
@@ -156,7 +158,9 @@ impl Statements {
                     .join("\nUNION ALL\n")
             },
             truncate_drained: sql!("truncate_drained.sql"),
+            seal_lock: sql!("seal_lock.sql"),
             seal_done: sql!("seal_done.sql"),
+            prune_lock: sql!("prune_lock.sql"),
             stats: sql!("stats.sql"),
             dead: sql!("dead.sql"),
             retry: sql!("retry.sql"),
@@ -326,10 +330,14 @@ impl PgDriver {
             }
             *last = Some(now);
         }
-        sqlx::query(q(&self.sql.seal_done))
-            .execute(&self.pool)
+        let mut tx = self.pool.begin().await?;
+        sqlx::query(q(&self.sql.seal_lock))
+            .execute(&mut *tx)
             .await?;
-        Ok(())
+        sqlx::query(q(&self.sql.seal_done))
+            .execute(&mut *tx)
+            .await?;
+        tx.commit().await.map_err(Error::from)
     }
 }
 
@@ -639,12 +647,19 @@ impl Driver for PgDriver {
         older_than: Duration,
     ) -> Result<u64> {
         self.migrate().await?;
+        // After the seal's row is taken, so that the counts it subtracts are exactly those
+        // of the sealed rows it deletes.
+        let mut tx = self.pool.begin().await?;
+        sqlx::query(q(&self.sql.prune_lock))
+            .execute(&mut *tx)
+            .await?;
         let deleted: i64 = sqlx::query_scalar(q(&self.sql.delete_finished))
             .bind(queue)
             .bind(state)
             .bind(secs(older_than))
-            .fetch_one(&self.pool)
+            .fetch_one(&mut *tx)
             .await?;
+        tx.commit().await?;
         Ok(u64::try_from(deleted).unwrap_or(0))
     }
 

@@ -34,7 +34,7 @@ came_due AS MATERIALIZED (
     SELECT true AS delayed, id, NULL::tid AS tid, priority, run_at
       FROM {schema}.scheduled
      WHERE queue = $1 AND run_at <= now()
-     ORDER BY run_at
+     ORDER BY priority, run_at, id
      LIMIT $2
        FOR UPDATE SKIP LOCKED
 ),

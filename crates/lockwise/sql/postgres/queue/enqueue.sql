@@ -7,13 +7,22 @@
 -- $7 uniqueness window (seconds) or NULL
 WITH new AS (SELECT nextval('{schema}.job_id') AS id),
 key AS (
+    -- With a window, a held key's row is always updated (to itself unless the window has
+    -- passed), so that RETURNING names its holder as of now, even one that took it over
+    -- after this statement's snapshot; without one, a held key returns nothing here.
     INSERT INTO {schema}.keys (queue, key, job_id)
     SELECT $1, $6, id FROM new WHERE $6 IS NOT NULL
-    ON CONFLICT (queue, key) DO UPDATE SET job_id = EXCLUDED.job_id, created_at = now()
-     WHERE $7::float8 IS NOT NULL AND keys.created_at <= now() - make_interval(secs => $7)
+    ON CONFLICT (queue, key) DO UPDATE
+       SET job_id = CASE WHEN keys.created_at <= now() - make_interval(secs => $7)
+                         THEN EXCLUDED.job_id ELSE keys.job_id END,
+           created_at = CASE WHEN keys.created_at <= now() - make_interval(secs => $7)
+                             THEN now() ELSE keys.created_at END
+     WHERE $7::float8 IS NOT NULL
     RETURNING job_id
 ),
-go AS MATERIALIZED (SELECT id FROM new WHERE $6 IS NULL OR EXISTS (SELECT 1 FROM key)),
+go AS MATERIALIZED (
+    SELECT id FROM new WHERE $6 IS NULL OR id IN (SELECT job_id FROM key)
+),
 due AS (
     INSERT INTO {schema}.ready (id, queue, payload, priority, max_attempts, idempotency_key)
     SELECT id, $1, $2, $3, $5, $6 FROM go WHERE $4 <= 0
@@ -25,5 +34,8 @@ later AS (
 )
 SELECT id, true AS inserted FROM go
 UNION ALL
+SELECT job_id, false FROM key WHERE job_id <> (SELECT id FROM new)
+UNION ALL
 SELECT job_id, false FROM {schema}.keys
  WHERE queue = $1 AND key = $6 AND NOT EXISTS (SELECT 1 FROM go)
+   AND NOT EXISTS (SELECT 1 FROM key)

@@ -32,7 +32,7 @@ back AS (
 died AS (
     INSERT INTO {schema}.dead (id, queue, priority, run_at, payload, attempt, max_attempts,
                                idempotency_key, worker, created_at, last_error, errors)
-    SELECT id, queue, priority, run_at, payload, attempt, max_attempts, idempotency_key,
+    SELECT id, queue, priority, now(), payload, attempt, max_attempts, idempotency_key,
            worker, created_at, 'lease expired (worker ' || coalesce(worker, '?') || ')',
            errors || jsonb_build_object('attempt', attempt, 'at', now(), 'error',
                                         'lease expired')

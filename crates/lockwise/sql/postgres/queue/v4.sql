@@ -103,12 +103,16 @@ CREATE TABLE {schema}.done (
     created_at      timestamptz NOT NULL,
     last_error      text,
     errors          jsonb       NOT NULL,
-    finished_at     timestamptz NOT NULL DEFAULT now()
+    finished_at     timestamptz NOT NULL DEFAULT now(),
+    -- The transaction that finished the job: counts are sealed up to the oldest transaction
+    -- still running, so a late commit is never missed (seal_done.sql).
+    xid             xid8        NOT NULL DEFAULT pg_current_xact_id()
 );
 CREATE INDEX done_recent ON {schema}.done (queue, state, finished_at);
+CREATE INDEX done_xid ON {schema}.done (xid);
 
--- The finished counts of sealed 10-second buckets, so that stats counts only the newest
--- history (done_sealed.until is where sealing has got to).
+-- The finished counts, by 10-second bucket of finished_at, of the jobs finished by
+-- transactions below done_sealed.until; stats adds the jobs finished since.
 CREATE TABLE {schema}.done_counts (
     queue  text        NOT NULL,
     state  text        NOT NULL,
@@ -117,10 +121,10 @@ CREATE TABLE {schema}.done_counts (
     PRIMARY KEY (queue, state, bucket)
 );
 CREATE TABLE {schema}.done_sealed (
-    one   boolean     PRIMARY KEY DEFAULT true CHECK (one),
-    until timestamptz NOT NULL
+    one   boolean PRIMARY KEY DEFAULT true CHECK (one),
+    until xid8    NOT NULL
 );
-INSERT INTO {schema}.done_sealed (until) VALUES ('-infinity');
+INSERT INTO {schema}.done_sealed (until) VALUES ('0');
 
 CREATE TABLE {schema}.dead (
     id              bigint      PRIMARY KEY,
@@ -218,29 +222,36 @@ EXCEPTION WHEN lock_not_available THEN
     RETURN false;
 END
 $fn$;
+REVOKE EXECUTE ON FUNCTION {schema}.truncate_drained(text, integer, integer) FROM PUBLIC;
 
--- Carry the jobs of version 3 over.
-SELECT setval('{schema}.job_id', coalesce((SELECT max(id) FROM {schema}.jobs), 0) + 1, false);
+-- Carry the jobs of version 3 over. Ids go on after the last one version 3 drew, pruned or
+-- not, so that no id is ever reused.
+SELECT setval('{schema}.job_id',
+              greatest(coalesce((SELECT max(id) FROM {schema}.jobs), 0),
+                       coalesce(pg_sequence_last_value(
+                           pg_get_serial_sequence('{schema}.jobs', 'id')::regclass), 0)) + 1,
+              false);
 
 INSERT INTO {schema}.ready (id, queue, priority, run_at, payload, attempt, max_attempts,
                             idempotency_key, created_at, last_error, errors)
-SELECT id, queue, priority, run_at, payload, attempt, max_attempts, idempotency_key,
-       created_at, last_error, errors
+SELECT id, queue, priority, run_at, payload, attempt, max_attempts,
+       coalesce(idempotency_key, released_key), created_at, last_error, errors
   FROM {schema}.jobs WHERE state = 'available' AND run_at <= now()
  ORDER BY priority, run_at, id;
 
 INSERT INTO {schema}.scheduled (id, queue, priority, run_at, payload, attempt, max_attempts,
                                 idempotency_key, created_at, last_error, errors)
-SELECT id, queue, priority, run_at, payload, attempt, max_attempts, idempotency_key,
-       created_at, last_error, errors
+SELECT id, queue, priority, run_at, payload, attempt, max_attempts,
+       coalesce(idempotency_key, released_key), created_at, last_error, errors
   FROM {schema}.jobs WHERE state = 'available' AND run_at > now();
 
 -- In flight: the same attempt (its worker still completes it), lease and started flag.
 INSERT INTO {schema}.leases (id, queue, priority, run_at, payload, attempt, max_attempts,
                              idempotency_key, created_at, last_error, errors, started,
                              lease_until, worker)
-SELECT id, queue, priority, run_at, payload, attempt, max_attempts, idempotency_key,
-       created_at, last_error, errors, started, coalesce(lease_until, now()), worker
+SELECT id, queue, priority, run_at, payload, attempt, max_attempts,
+       coalesce(idempotency_key, released_key), created_at, last_error, errors, started,
+       coalesce(lease_until, now()), worker
   FROM {schema}.jobs WHERE state = 'running';
 
 INSERT INTO {schema}.done (id, queue, state, priority, run_at, payload, attempt, max_attempts,
