@@ -889,7 +889,10 @@ impl Queue {
         self.driver.reap().await
     }
 
-    /// Job counts by state.
+    /// Job counts by state. On PostgreSQL it reads the unfinished jobs and the counts of the
+    /// finished ones (sealed by the workers' maintenance), plus the jobs finished since the
+    /// last seal: never the whole history, so it stays cheap however much history is kept.
+    /// On MariaDB/MySQL it counts the queue's rows.
     ///
     /// # Cancel safety
     ///

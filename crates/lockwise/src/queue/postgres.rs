@@ -63,11 +63,9 @@ use super::{
 use crate::db::postgres::{ADVISORY_CLASS, Schema};
 use crate::error::{Error, Result};
 
-/// The rings of v4.sql: segments per ring, and rows per segment of `ready` and of `leases`
-/// (baked into the segment DEFAULTs of v4.sql).
-const RING_SEGMENTS: i64 = 16;
-const READY_SEGMENT_ROWS: i64 = 500;
-const LEASE_SEGMENT_ROWS: i64 = 400;
+/// The rings of v4.sql, as baked into its segment DEFAULTs: `(ring, segments, rows per
+/// segment)`.
+const RINGS: [(&str, i64, i64); 2] = [("ready", 16, 500), ("leases", 16, 400)];
 
 /// How often the finished history's counts are sealed (its buckets are 10 s).
 const SEAL_EVERY: Duration = Duration::from_secs(5);
@@ -78,6 +76,14 @@ const MIGRATIONS: &[(i32, &str)] = &[
     (2, include_str!("../../sql/postgres/queue/v2.sql")),
     (3, include_str!("../../sql/postgres/queue/v3.sql")),
     (4, include_str!("../../sql/postgres/queue/v4.sql")),
+];
+
+/// The bodies of the functions v4.sql creates, in the order of its placeholders `{claim}`,
+/// `{claim_any}` and `{confirm_started}`.
+const FUNCTION_BODIES: [&str; 3] = [
+    include_str!("../../sql/postgres/queue/claim.sql"),
+    include_str!("../../sql/postgres/queue/claim_any.sql"),
+    include_str!("../../sql/postgres/queue/confirm_started.sql"),
 ];
 
 /// The newest migration in [`MIGRATIONS`].
@@ -132,9 +138,9 @@ impl Statements {
             migrations_exist: sql!("migrations_exist.sql"),
             enqueue: sql!("enqueue.sql"),
             enqueue_many: sql!("enqueue_many.sql"),
-            claim: sql!("claim.sql"),
-            claim_any: sql!("claim_any.sql"),
-            confirm_started: sql!("confirm_started.sql"),
+            claim: sql!("claim_call.sql"),
+            claim_any: sql!("claim_any_call.sql"),
+            confirm_started: sql!("confirm_call.sql"),
             complete: sql!("complete.sql"),
             fail: sql!("fail.sql"),
             heartbeat: sql!("heartbeat.sql"),
@@ -146,9 +152,9 @@ impl Statements {
                 let body = segment
                     .find("\nSELECT")
                     .map_or(segment.as_str(), |at| &segment[at + 1..]);
-                ["ready", "leases"]
+                RINGS
                     .iter()
-                    .flat_map(|ring| (0..RING_SEGMENTS).map(move |seg| (ring, seg)))
+                    .flat_map(|(ring, segments, _)| (0..*segments).map(move |seg| (ring, seg)))
                     .map(|(ring, seg)| {
                         body.replace("{ring}_clock", clock_of(ring))
                             .replace("{ring}", ring)
@@ -273,7 +279,11 @@ impl PgDriver {
             if current.is_some_and(|c| c >= *version) {
                 continue;
             }
-            let text = text.replace("{channel}", &self.channel);
+            let text = text
+                .replace("{channel}", &self.channel)
+                .replace("{claim}", FUNCTION_BODIES[0])
+                .replace("{claim_any}", FUNCTION_BODIES[1])
+                .replace("{confirm_started}", FUNCTION_BODIES[2]);
             sqlx::raw_sql(self.schema.sql(&text))
                 .execute(&mut *tx)
                 .await?;
@@ -298,14 +308,12 @@ impl PgDriver {
             .await?;
         let mut truncated = 0;
         for (ring, seg, bytes, clock, empty) in rows {
-            let rows_per_segment = if ring == "ready" {
-                READY_SEGMENT_ROWS
-            } else {
-                LEASE_SEGMENT_ROWS
+            let Some(&(_, segments, rows_per_segment)) = RINGS.iter().find(|r| r.0 == ring) else {
+                continue;
             };
-            let current = (clock / rows_per_segment) % RING_SEGMENTS;
+            let current = (clock / rows_per_segment) % segments;
             let at = i64::from(seg);
-            let busy = at == current || at == (current - 1).rem_euclid(RING_SEGMENTS);
+            let busy = at == current || at == (current - 1).rem_euclid(segments);
             if bytes == 0 || !empty || busy {
                 continue;
             }

@@ -1,3 +1,5 @@
+-- The body of the function {schema}.claim (v4.sql), called by claim_call.sql: a change
+-- here needs a migration that replaces the function.
 -- Acknowledges the jobs a worker finished and claims its next batch, in one round trip.
 -- Finished jobs move from leases to done (compare-and-set on id and attempt). The claim
 -- locks at most $2 due jobs with SKIP LOCKED in a MATERIALIZED CTE, in the claim index's

@@ -1,3 +1,5 @@
+-- The body of the function {schema}.claim_any (v4.sql), called by claim_any_call.sql: a change
+-- here needs a migration that replaces the function.
 -- claim.sql for a worker of several queues: $1 is their names (text[]), the other parameters
 -- are claim.sql's. For each queue, at most $2 of its due jobs are locked in the claim
 -- index's order (SKIP LOCKED); the $2 first of them all are claimed. The others stay locked

@@ -1,3 +1,5 @@
+-- The body of the function {schema}.confirm_started (v4.sql), called by confirm_call.sql:
+-- a change here needs a migration that replaces the function.
 -- Confirms that a worker received its claim and starts these jobs (compare-and-set on id and
 -- attempt, so a confirmation that arrives after a rescue confirms nothing). A HOT update:
 -- `started` is in no index.
