@@ -107,17 +107,17 @@ async fn everything_works_as(lock_url: &str, queue_url: &str, schema: &str, post
             "the three jobs were in segment 0"
         );
         let truncate = format!("SELECT {schema}.truncate_drained($1, $2, 7)");
-        let truncated: bool = sqlx::query_scalar(sqlx::AssertSqlSafe(truncate.clone()))
+        let truncated: i32 = sqlx::query_scalar(sqlx::AssertSqlSafe(truncate.clone()))
             .bind("ready")
-            .bind(0i32)
+            .bind(vec![0i32])
             .fetch_one(&pool)
             .await
             .unwrap();
-        assert!(truncated);
+        assert_eq!(truncated, 1);
         assert_eq!(size("ready_0").await, 0);
-        let refused = sqlx::query_scalar::<_, bool>(sqlx::AssertSqlSafe(truncate))
+        let refused = sqlx::query_scalar::<_, i32>(sqlx::AssertSqlSafe(truncate))
             .bind("done")
-            .bind(0i32)
+            .bind(vec![0i32])
             .fetch_one(&pool)
             .await;
         assert!(refused.is_err(), "{refused:?}");

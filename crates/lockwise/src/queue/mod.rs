@@ -1030,7 +1030,7 @@ impl Queue {
     }
 
     /// The store's upkeep under sustained load (PostgreSQL: truncates drained ring segments
-    /// and seals the finished counts); the worker calls it four times a second.
+    /// and seals the finished counts); the worker calls it ten times a second.
     async fn maintain(&self) -> Result<()> {
         self.driver.maintain().await
     }

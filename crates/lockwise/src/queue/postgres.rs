@@ -17,7 +17,7 @@
 //! LIST-partitioned **rings** of 16 segments: a row's segment is a function of a ticket drawn
 //! from a sequence by the column's DEFAULT, so enqueueing stays a plain `INSERT` (inside the
 //! caller's transaction too). Once the claims have drained a segment the ring's clock has
-//! passed, the maintenance (every worker, four times a second, one at a time) `TRUNCATE`s
+//! passed, the maintenance (every worker, ten times a second, one at a time) `TRUNCATE`s
 //! it: its dead versions go with its files, and its `n_dead_tup` drops to 0, without VACUUM.
 //! The confirmation and heartbeats are HOT updates of a lease (no indexed column changes).
 //! `done` is insert-only, so it has no dead versions until history is pruned; `stats`
@@ -31,7 +31,7 @@
 //!   twice or thrice; the WAL volume is alike, and no dead index entries pile up;
 //! - a `TRUNCATE` takes an exclusive lock on its segment for a few milliseconds (claims wait
 //!   behind it; it gives up after 20 ms) and makes sessions replan the claim;
-//! - a ring holds 8,000 ready rows (16 × 500) and 6,400 leases (16 × 400) before its clock
+//! - a ring holds 8,000 ready rows (16 × 500) and 3,200 leases (16 × 200) before its clock
 //!   comes back to a segment. A backlog deeper than that, a job waiting in a queue nobody
 //!   works, or a lease held for many minutes keeps its segment from being truncated: that
 //!   segment then gathers dead versions until autovacuum visits it, as any table would;
@@ -65,7 +65,7 @@ use crate::error::{Error, Result};
 
 /// The rings of v4.sql, as baked into its segment DEFAULTs: `(ring, segments, rows per
 /// segment)`.
-const RINGS: [(&str, i64, i64); 2] = [("ready", 16, 500), ("leases", 16, 400)];
+const RINGS: [(&str, i64, i64); 2] = [("ready", 16, 500), ("leases", 16, 200)];
 
 /// How often the finished history's counts are sealed (its buckets are 10 s).
 const SEAL_EVERY: Duration = Duration::from_secs(5);
@@ -300,31 +300,39 @@ impl PgDriver {
     /// dead row versions go with their files instead of waiting for VACUUM: every segment
     /// but the one the ring's clock is in and the one just behind it (still being drained,
     /// and where a truncation could race a late statistics report). A segment is truncated
-    /// only when it is empty once locked (`truncate_drained` in v4.sql), by one process at a
-    /// time, and never waits more than 20 ms for its lock. Returns the segments truncated.
+    /// only when it is empty once locked (`truncate_drained` in v4.sql: one statement and one
+    /// commit per ring, by one process at a time, never waiting more than 20 ms for a lock).
+    /// Returns the segments truncated.
     async fn truncate_drained_segments(&self) -> Result<u64> {
         let rows: Vec<(String, i32, i64, i64, bool)> = sqlx::query_as(q(&self.sql.rings))
             .fetch_all(&self.pool)
             .await?;
-        let mut truncated = 0;
-        for (ring, seg, bytes, clock, empty) in rows {
-            let Some(&(_, segments, rows_per_segment)) = RINGS.iter().find(|r| r.0 == ring) else {
-                continue;
-            };
-            let current = (clock / rows_per_segment) % segments;
-            let at = i64::from(seg);
-            let busy = at == current || at == (current - 1).rem_euclid(segments);
-            if bytes == 0 || !empty || busy {
+        let started = std::time::Instant::now();
+        let (mut truncated, mut tried) = (0, 0);
+        for (ring, segments, rows_per_segment) in RINGS {
+            let drained: Vec<i32> = rows
+                .iter()
+                .filter(|(name, seg, bytes, clock, empty)| {
+                    let current = (clock / rows_per_segment) % segments;
+                    let at = i64::from(*seg);
+                    let busy = at == current || at == (current - 1).rem_euclid(segments);
+                    name == ring && *bytes > 0 && *empty && !busy
+                })
+                .map(|row| row.1)
+                .collect();
+            if drained.is_empty() {
                 continue;
             }
-            let done: bool = sqlx::query_scalar(q(&self.sql.truncate_drained))
-                .bind(&ring)
-                .bind(seg)
+            tried += drained.len();
+            let done: i32 = sqlx::query_scalar(q(&self.sql.truncate_drained))
+                .bind(ring)
+                .bind(&drained)
                 .bind(ADVISORY_CLASS)
                 .fetch_one(&self.pool)
                 .await?;
-            truncated += u64::from(done);
+            truncated += u64::try_from(done).unwrap_or(0);
         }
+        tracing::debug!(tried, truncated, took = ?started.elapsed(), "ring segments");
         Ok(truncated)
     }
 

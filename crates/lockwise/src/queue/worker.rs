@@ -1269,10 +1269,10 @@ fn extended(running: &Running, sent_for: &[(JobId, i32)], owned: &[JobId], until
 }
 
 /// Rescues expired leases every half lease (one reaper at a time across processes), and
-/// looks after the store four times a second (on PostgreSQL: truncates the drained segments
+/// looks after the store ten times a second (on PostgreSQL: truncates the drained segments
 /// of its rings, which must keep up with a ring filling in a couple of seconds).
 async fn reaper(queue: Queue, lease: Duration, stop: CancellationToken) {
-    let maintenance = Duration::from_millis(250);
+    let maintenance = Duration::from_millis(100);
     let mut next_reap = Instant::now() + lease / 2;
     loop {
         tokio::select! {

@@ -1,3 +1,4 @@
--- Truncates one drained ring segment if it is still empty once locked (v4.sql's function).
--- $1 the ring ('ready' or 'leases'), $2 the segment (0 … 15), $3 the lockwise advisory class.
+-- Truncates the drained segments of one ring that are still empty once locked (v4.sql's
+-- function); returns how many. $1 the ring ('ready' or 'leases'), $2 the segments (integer[]),
+-- $3 the lockwise advisory class.
 SELECT {schema}.truncate_drained($1, $2, $3)

@@ -58,7 +58,7 @@ CREATE INDEX scheduled_due ON {schema}.scheduled (queue, run_at);
 -- started and lease_until are not indexed: the confirmation and heartbeats are HOT updates.
 CREATE TABLE {schema}.leases (
     seg             smallint    NOT NULL
-                    DEFAULT ((nextval('{schema}.claim_ticket') / 400) % 16)::smallint,
+                    DEFAULT ((nextval('{schema}.claim_ticket') / 200) % 16)::smallint,
     id              bigint      NOT NULL,
     queue           text        NOT NULL,
     priority        smallint    NOT NULL,
@@ -224,39 +224,50 @@ BEGIN
 END
 $fn$;
 
--- Empties a drained ring segment (ring 'ready' or 'leases', segment 0 … 15) if it is still
--- empty once locked; gives up at once when another maintainer is at work or the lock does not
--- come within 20 ms (claims queue behind it meanwhile). Returns whether it truncated. One
--- segment per call and transaction. SECURITY DEFINER, so that an application user with only
--- EXECUTE on it (and no TRUNCATE privilege) keeps the rings clean; it can empty nothing but
--- an empty segment of this schema's rings.
-CREATE FUNCTION {schema}.truncate_drained(ring text, seg integer, class integer)
-RETURNS boolean LANGUAGE plpgsql SECURITY DEFINER SET search_path = pg_catalog AS $fn$
+-- Empties the drained segments `segs` of a ring ('ready' or 'leases', segments 0 … 15): locks
+-- each one in turn, giving up on a segment whose lock does not come within 20 ms (claims
+-- queue behind the lock meanwhile), keeps those still empty once locked, and truncates them
+-- in one statement, so that a whole pass costs one commit. Does nothing while another
+-- maintainer is at work. Returns how many it truncated. SECURITY DEFINER, so that an
+-- application user with only EXECUTE on it (and no TRUNCATE privilege) keeps the rings
+-- clean; it can empty nothing but empty segments of this schema's rings.
+CREATE FUNCTION {schema}.truncate_drained(ring text, segs integer[], class integer)
+RETURNS integer LANGUAGE plpgsql SECURITY DEFINER SET search_path = pg_catalog AS $fn$
 DECLARE
+    seg integer;
     segment text;
     busy boolean;
+    empty text[] := '{}';
 BEGIN
-    IF ring NOT IN ('ready', 'leases') OR seg NOT BETWEEN 0 AND 15 THEN
-        RAISE EXCEPTION 'no ring segment %_%', ring, seg;
+    IF ring NOT IN ('ready', 'leases') THEN
+        RAISE EXCEPTION 'no ring %', ring;
     END IF;
-    segment := format('%s.%I', '{schema}', ring || '_' || seg);
     IF NOT pg_try_advisory_xact_lock(class, hashtext('{schema}.rings')) THEN
-        RETURN false;
+        RETURN 0;
     END IF;
     PERFORM set_config('lock_timeout', '20ms', true);
-    EXECUTE format('LOCK TABLE %s IN ACCESS EXCLUSIVE MODE', segment);
-    PERFORM set_config('lock_timeout', '0', true);
-    EXECUTE format('SELECT EXISTS (SELECT 1 FROM %s)', segment) INTO STRICT busy;
-    IF busy THEN
-        RETURN false;
+    FOREACH seg IN ARRAY coalesce((SELECT array_agg(DISTINCT s ORDER BY s) FROM unnest(segs) s), '{}') LOOP
+        IF seg NOT BETWEEN 0 AND 15 THEN
+            RAISE EXCEPTION 'no ring segment %_%', ring, seg;
+        END IF;
+        segment := format('%s.%I', '{schema}', ring || '_' || seg);
+        BEGIN
+            EXECUTE format('LOCK TABLE %s IN ACCESS EXCLUSIVE MODE', segment);
+        EXCEPTION WHEN lock_not_available THEN
+            CONTINUE;
+        END;
+        EXECUTE format('SELECT EXISTS (SELECT 1 FROM %s)', segment) INTO STRICT busy;
+        IF NOT busy THEN
+            empty := empty || segment;
+        END IF;
+    END LOOP;
+    IF cardinality(empty) > 0 THEN
+        EXECUTE 'TRUNCATE ' || array_to_string(empty, ', ');
     END IF;
-    EXECUTE format('TRUNCATE %s', segment);
-    RETURN true;
-EXCEPTION WHEN lock_not_available THEN
-    RETURN false;
+    RETURN cardinality(empty);
 END
 $fn$;
-REVOKE EXECUTE ON FUNCTION {schema}.truncate_drained(text, integer, integer) FROM PUBLIC;
+REVOKE EXECUTE ON FUNCTION {schema}.truncate_drained(text, integer[], integer) FROM PUBLIC;
 
 -- Carry the jobs of version 3 over. Ids go on after the last one version 3 drew, pruned or
 -- not, so that no id is ever reused.
