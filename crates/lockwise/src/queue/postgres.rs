@@ -173,9 +173,9 @@ impl Statements {
             dead: sql!("dead.sql"),
             retry: sql!("retry.sql"),
             delete_finished: sql!("delete_finished.sql"),
-            job: sql!("job.sql"),
-            list_waiting: sql!("list_waiting.sql"),
-            list_state: sql!("list_state.sql"),
+            job: format!("{}{}", sql!("job_select.sql"), sql!("job.sql")),
+            list_waiting: format!("{}{}", sql!("job_select.sql"), sql!("list_waiting.sql")),
+            list_state: format!("{}{}", sql!("job_select.sql"), sql!("list_state.sql")),
             cancel: sql!("cancel.sql"),
         }
     }
