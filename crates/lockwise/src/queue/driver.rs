@@ -116,9 +116,9 @@ pub(crate) trait Driver: std::fmt::Debug + Send + Sync + 'static {
     /// Cancels a job of any queue in the store that has not finished.
     async fn cancel(&self, id: JobId) -> Result<bool>;
 
-    /// Keeps the store healthy under sustained load, called by every worker four times a
-    /// second (PostgreSQL truncates the drained segments of its rings and seals the counts of
-    /// its finished history); cheap when there is nothing to do.
+    /// Keeps the store healthy under sustained load, called by every worker ten times a second
+    /// (PostgreSQL truncates the drained segments of its rings and seals the counts of its
+    /// finished history); cheap when there is nothing to do.
     async fn maintain(&self) -> Result<()> {
         Ok(())
     }
