@@ -715,6 +715,14 @@ impl Worker {
         if !give_back.is_empty() {
             report.handed_back = self.queue.hand_back(&give_back).await?;
         }
+        // The background tasks stop between two statements: a statement dropped half way
+        // would go on running on the server after `run` returned (and, say, hold locks that
+        // a DROP SCHEMA right after needs). Bounded, for a server that stopped answering.
+        background.cancel();
+        let _ = timeout(BACKGROUND_STOP, async {
+            while tasks.join_next().await.is_some() {}
+        })
+        .await;
         Ok(report)
     }
 
@@ -779,6 +787,9 @@ impl Worker {
 fn claims_in_flight(concurrency: usize) -> usize {
     concurrency.clamp(4, 16)
 }
+
+/// How long a stopping worker waits for its background tasks' statements in flight.
+const BACKGROUND_STOP: Duration = Duration::from_secs(2);
 
 /// The most jobs a worker claims ahead by default.
 const MAX_PREFETCH: usize = 1_000;
