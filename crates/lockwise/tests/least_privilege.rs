@@ -115,12 +115,26 @@ async fn everything_works_as(lock_url: &str, queue_url: &str, schema: &str, post
             .unwrap();
         assert_eq!(truncated, 1);
         assert_eq!(size("ready_0").await, 0);
-        let refused = sqlx::query_scalar::<_, i32>(sqlx::AssertSqlSafe(truncate))
+        let refused = sqlx::query_scalar::<_, i32>(sqlx::AssertSqlSafe(truncate.clone()))
             .bind("done")
             .bind(vec![0i32])
             .fetch_one(&pool)
             .await;
         assert!(refused.is_err(), "{refused:?}");
+        // The ready ring has 16 segments, the lease ring 32.
+        let outside = sqlx::query_scalar::<_, i32>(sqlx::AssertSqlSafe(truncate.clone()))
+            .bind("ready")
+            .bind(vec![16i32])
+            .fetch_one(&pool)
+            .await;
+        assert!(outside.is_err(), "{outside:?}");
+        let last: i32 = sqlx::query_scalar(sqlx::AssertSqlSafe(truncate))
+            .bind("leases")
+            .bind(vec![31i32])
+            .fetch_one(&pool)
+            .await
+            .unwrap();
+        assert_eq!(last, 1, "segment 31 is one of the lease ring's");
         pool.close().await;
     }
 }

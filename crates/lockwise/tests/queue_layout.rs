@@ -1,6 +1,7 @@
 //! The queue's PostgreSQL storage layout (docs/design/queue-layout-v4.md): a version-3 store
-//! with jobs in every state migrates to version 4 with each job carried over, and sustained
-//! load keeps the dead row versions of every queue table bounded without any VACUUM.
+//! with jobs in every state migrates to the latest version with each job carried over,
+//! sustained load keeps the dead row versions of every queue table bounded without any
+//! VACUUM, and the statements of a batch touch only their jobs' lease segment.
 
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
@@ -18,7 +19,7 @@ use tokio::time::{Instant, sleep};
 use tokio_util::sync::CancellationToken;
 
 /// One job of the version-3 store: its name (also its payload), the columns it is inserted
-/// with, and what version 4 must report.
+/// with, and what the new layout must report.
 struct OldJob {
     name: &'static str,
     /// `state, attempt, max_attempts, run_at, started, lease_until, worker, finished_at,
@@ -116,11 +117,11 @@ async fn scalar_i64(pool: &PgPool, sql: String) -> Option<i64> {
 }
 
 /// A schema at version 3 (as lockwise 0.x with the single `jobs` table left it) with jobs in
-/// every state migrates to version 4: each job keeps its state, attempt (its fencing token)
+/// every state migrates to version 5 (the layout of version 4): each job keeps its state, attempt (its fencing token)
 /// and payload, the running ones stay owned by their old execution and reapable, keys and
 /// dead letters carry over, finished history stays readable, and new ids follow the old ones.
 #[tokio::test]
-async fn a_version_3_schema_migrates_to_v4_with_jobs_in_every_state() {
+async fn a_version_3_schema_migrates_to_the_ring_layout_with_jobs_in_every_state() {
     let schema = PgSchema::new("v3");
     let pool = PgPoolOptions::new()
         .max_connections(4)
@@ -197,7 +198,7 @@ async fn a_version_3_schema_migrates_to_v4_with_jobs_in_every_state() {
         format!("SELECT max(version)::bigint FROM {quoted}.queue_migrations"),
     )
     .await;
-    assert_eq!(version, Some(4), "the store is at version 4 once opened");
+    assert_eq!(version, Some(5), "the store is at version 5 once opened");
     let old_table: Option<String> = sqlx::query_scalar(sqlx::AssertSqlSafe(format!(
         "SELECT to_regclass('{quoted}.jobs')::text"
     )))
@@ -604,4 +605,88 @@ async fn delayed_jobs_that_came_due_are_claimed_by_priority() {
     assert_eq!(first.iter().map(|c| c.id).collect::<Vec<_>>(), vec![high]);
     let second = q.claim("w", 1, Duration::from_secs(30), &[]).await.unwrap();
     assert_eq!(second.iter().map(|c| c.id).collect::<Vec<_>>(), vec![low]);
+}
+
+/// The statements of a batch name the lease segment of their jobs: while another process
+/// holds a lease segment locked (as a truncation does), a job in another segment is claimed,
+/// confirmed and acknowledged, in the next claim or by `complete`, without waiting for it. A
+/// process that did not claim the job (it does not know its segment) completes it too,
+/// through the whole ring, with the same compare-and-set on the attempt.
+#[tokio::test]
+async fn a_batch_touches_only_the_lease_segment_of_its_jobs() {
+    let schema = PgSchema::new("segments");
+    let options = ConnectOptions::default().queue("q").schema(schema.name());
+    let q = lockwise::queue::connect(schema.url(), options.clone())
+        .await
+        .expect("PostgreSQL is not reachable; run scripts/services");
+    let pool = q.postgres_pool().unwrap().clone();
+    let quoted = format!("\"{}\"", schema.name());
+    q.enqueue_many((0..4).map(|n| Job::new(json!({ "n": n }))))
+        .await
+        .unwrap();
+    let lease = Duration::from_secs(30);
+    let first = q.claim("w", 1, lease, &[]).await.unwrap();
+    assert_eq!(first.len(), 1);
+    let job = (first[0].id, first[0].attempt);
+    let seg = scalar_i64(
+        &pool,
+        format!(
+            "SELECT seg::bigint FROM {quoted}.leases WHERE id = {}",
+            job.0.0
+        ),
+    )
+    .await
+    .expect("the claimed job holds a lease");
+    // Another process locks the segment half a ring away, as a truncation would.
+    let far = (seg + 8) % 16;
+    let mut holder = pool.begin().await.unwrap();
+    sqlx::query(sqlx::AssertSqlSafe(format!(
+        "LOCK TABLE {quoted}.leases_{far} IN ACCESS EXCLUSIVE MODE"
+    )))
+    .execute(&mut *holder)
+    .await
+    .unwrap();
+    let batch = async {
+        let confirmed = q.confirm_started(&[job]).await.unwrap();
+        let second = q.claim("w", 1, lease, &[job]).await.unwrap();
+        let next = (second[0].id, second[0].attempt);
+        let completed = q.complete(&[next]).await.unwrap();
+        (confirmed, second.len(), completed)
+    };
+    let answer = tokio::time::timeout(Duration::from_secs(5), batch).await;
+    // Released first, so that a failure below leaves nothing waiting.
+    holder.rollback().await.unwrap();
+    let (confirmed, claimed, completed) =
+        answer.expect("the batch waited for another lease segment's lock");
+    assert_eq!(confirmed, vec![job.0]);
+    assert_eq!((claimed, completed), (1, 1));
+    assert_eq!(q.stats().await.unwrap().done, 2);
+
+    // Another process, which does not know the segment: the same compare-and-set.
+    let third = q.claim("w", 1, lease, &[]).await.unwrap();
+    let stranger = lockwise::queue::connect(schema.url(), options)
+        .await
+        .unwrap();
+    let (id, attempt) = (third[0].id, third[0].attempt);
+    assert_eq!(
+        stranger.confirm_started(&[(id, attempt)]).await.unwrap(),
+        vec![id]
+    );
+    assert_eq!(
+        stranger.complete(&[(id, attempt + 1)]).await.unwrap(),
+        0,
+        "stale attempt"
+    );
+    assert_eq!(stranger.complete(&[(id, attempt)]).await.unwrap(), 1);
+    assert_eq!(
+        q.complete(&[(id, attempt)]).await.unwrap(),
+        0,
+        "already done"
+    );
+    let stats = q.stats().await.unwrap();
+    assert_eq!(
+        (stats.done, stats.running, stats.ready),
+        (3, 0, 1),
+        "{stats:?}"
+    );
 }

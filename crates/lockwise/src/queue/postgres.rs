@@ -1,5 +1,6 @@
 //! The queue on PostgreSQL. The SQL is in `sql/postgres/queue/`; the storage layout is
-//! migration 4 (`v4.sql`), designed and measured in `docs/design/queue-layout-v4.md`.
+//! migration 4 (`v4.sql`), designed and measured in `docs/design/queue-layout-v4.md`, and
+//! migration 5 (`v5.sql`) addresses the lease segments one by one.
 //!
 //! # Storage: one table per stage, rings reset by TRUNCATE
 //!
@@ -14,7 +15,7 @@
 //! than autovacuum (one visit a minute by default) clears them, and every claim's index scan
 //! wades through them (measured: 494k dead tuples in 90 s, and throughput falling as the
 //! backlog grew). Here the per-job deletes happen in `ready` and `leases`, which are
-//! LIST-partitioned **rings** of 16 segments: a row's segment is a function of a ticket drawn
+//! LIST-partitioned **rings** (16 segments of 500 ready rows, 32 of 100 leases): a row's segment is a function of a ticket drawn
 //! from a sequence by the column's DEFAULT, so enqueueing stays a plain `INSERT` (inside the
 //! caller's transaction too). Once the claims have drained a segment the ring's clock has
 //! passed, the maintenance (every worker, ten times a second, one at a time) `TRUNCATE`s
@@ -31,9 +32,10 @@
 //! The price, and the limits:
 //! - every job is written three times (ready, leases, done) instead of once and updated
 //!   twice or thrice; the WAL volume is alike, and no dead index entries pile up;
-//! - a `TRUNCATE` takes an exclusive lock on its segment for a few milliseconds (claims wait
-//!   behind it; it gives up after 20 ms) and makes sessions replan the claim;
-//! - a ring holds 8,000 ready rows (16 × 500) and 3,200 leases (16 × 200) before its clock
+//! - a `TRUNCATE` takes an exclusive lock on its segment for a few milliseconds (it gives up
+//!   after 20 ms): a ready segment's makes the claims wait behind it and replan, a lease
+//!   segment's only the statements on that segment (see below);
+//! - a ring holds 8,000 ready rows (16 × 500) and 3,200 leases (32 × 100) before its clock
 //!   comes back to a segment. A backlog deeper than that, a job waiting in a queue nobody
 //!   works, or a lease held for many minutes keeps its segment from being truncated: that
 //!   segment then gathers dead versions until autovacuum visits it, as any table would;
@@ -46,8 +48,18 @@
 //! most `n` due jobs into leases, locked with `FOR UPDATE SKIP LOCKED` in a MATERIALIZED CTE
 //! over the claim index of every segment (merged, so the order stays global). LISTEN/NOTIFY
 //! wakes idle workers.
+//!
+//! The statements of every batch name their lease segment: the claim returns each job's
+//! segment, which this process remembers by (id, attempt), and the acknowledgement (in the
+//! next claim, or `complete`) and the confirmation go to `leases_<k>`, through one branch per
+//! segment of v5.sql's functions. PostgreSQL 15 does not prune partitions at run time for
+//! an `UPDATE` or `DELETE` with parameters, so through the ring's parent each of them locked
+//! and opened every segment, and a truncation waited for every claim in flight. A job whose
+//! segment this process does not know (claimed by another process, or before a restart)
+//! goes through the parent, with the same compare-and-set.
 
-use std::sync::Arc;
+use std::collections::HashMap;
+use std::sync::{Arc, PoisonError};
 use std::time::{Duration, SystemTime};
 
 use async_trait::async_trait;
@@ -65,9 +77,9 @@ use super::{
 use crate::db::postgres::{ADVISORY_CLASS, Schema};
 use crate::error::{Error, Result};
 
-/// The rings of v4.sql, as baked into its segment DEFAULTs: `(ring, segments, rows per
-/// segment)`.
-const RINGS: [(&str, i64, i64); 2] = [("ready", 16, 500), ("leases", 16, 200)];
+/// The rings, as baked into their segment DEFAULTs (v4.sql, and v5.sql for leases):
+/// `(ring, segments, rows per segment)`.
+const RINGS: [(&str, i64, i64); 2] = [("ready", 16, 500), ("leases", 32, 100)];
 
 /// How often the finished history's counts are sealed (its buckets are 10 s).
 const SEAL_EVERY: Duration = Duration::from_secs(5);
@@ -78,15 +90,15 @@ const MIGRATIONS: &[(i32, &str)] = &[
     (2, include_str!("../../sql/postgres/queue/v2.sql")),
     (3, include_str!("../../sql/postgres/queue/v3.sql")),
     (4, include_str!("../../sql/postgres/queue/v4.sql")),
+    (5, include_str!("../../sql/postgres/queue/v5.sql")),
 ];
 
-/// The bodies of the functions v4.sql creates, in the order of its placeholders `{claim}`,
-/// `{claim_any}` and `{confirm_started}`.
-const FUNCTION_BODIES: [&str; 3] = [
-    include_str!("../../sql/postgres/queue/claim.sql"),
-    include_str!("../../sql/postgres/queue/claim_any.sql"),
-    include_str!("../../sql/postgres/queue/confirm_started.sql"),
-];
+/// The segments of the lease ring, which v5.sql's functions name one by one.
+const LEASE_SEGMENTS: i64 = RINGS[1].1;
+
+/// The most lease segments this process remembers for the jobs it claimed (see
+/// [`PgDriver::lease_segments`]).
+const MAX_KNOWN_LEASES: usize = 100_000;
 
 /// The newest migration in [`MIGRATIONS`].
 const LATEST: i32 = MIGRATIONS[MIGRATIONS.len() - 1].0;
@@ -190,6 +202,72 @@ fn clock_of(ring: &str) -> &'static str {
     }
 }
 
+/// A migration with its placeholders filled in: the NOTIFY channel, and v5.sql's function
+/// bodies.
+fn migration_text(text: &str, channel: &str) -> String {
+    let ack = include_str!("../../sql/postgres/queue/ack.sql");
+    let on = |ids: &str, attempts: &str, segs: &str| {
+        ack.replace("{ids}", ids)
+            .replace("{attempts}", attempts)
+            .replace("{segs}", segs)
+    };
+    let count = "GET DIAGNOSTICS moved = ROW_COUNT;\ntotal := total + moved;\n";
+    text.replace("{channel}", channel)
+        .replace("{ack}", &segment_branches(&on("$1", "$2", "$3"), "", count))
+        .replace(
+            "{ack_finished}",
+            &segment_branches(&on("$5", "$6", "$7"), "", count),
+        )
+        .replace(
+            "{confirm}",
+            &segment_branches(
+                include_str!("../../sql/postgres/queue/confirm_started.sql"),
+                "RETURN QUERY\n",
+                "",
+            ),
+        )
+        .replace(
+            "{claim}",
+            include_str!("../../sql/postgres/queue/claim.sql"),
+        )
+        .replace(
+            "{claim_any}",
+            include_str!("../../sql/postgres/queue/claim_any.sql"),
+        )
+}
+
+/// `statement` (ack.sql or confirm_started.sql, without its comment) once per lease
+/// segment, as the branches of a plpgsql `IF` on the variable `k`, the segment: the
+/// segment's own table for a known segment, the ring's parent for jobs whose segment is not
+/// known (NULL). Each branch is `lead`, the statement, then `after`.
+fn segment_branches(statement: &str, lead: &str, after: &str) -> String {
+    let body = statement
+        .lines()
+        .filter(|line| !line.starts_with("--"))
+        .collect::<Vec<_>>()
+        .join("\n");
+    let branch = |test: String, leases: String, segment: String| {
+        let statement = body
+            .replace("{leases}", &leases)
+            .replace("{segment}", &segment);
+        format!("{test} THEN\n{lead}{statement};\n{after}")
+    };
+    let mut branches = vec![branch(
+        "IF k IS NULL".into(),
+        "{schema}.leases".into(),
+        "f.seg IS NULL".into(),
+    )];
+    branches.extend((0..LEASE_SEGMENTS).map(|k| {
+        branch(
+            format!("ELSIF k = {k}"),
+            format!("{{schema}}.leases_{k}"),
+            format!("f.seg = {k}"),
+        )
+    }));
+    branches.push("END IF;".into());
+    branches.join("\n")
+}
+
 /// `sqlx` wants to be told that a prepared, schema-filled statement is safe.
 fn q(sql: &str) -> AssertSqlSafe<String> {
     AssertSqlSafe(sql.to_owned())
@@ -208,6 +286,11 @@ pub(super) struct PgDriver {
     migrated: OnceCell<()>,
     /// When this process last sealed the finished history's counts.
     sealed: std::sync::Mutex<Option<tokio::time::Instant>>,
+    /// The lease segment of each job this process claimed and has not finished, by id and
+    /// attempt: its confirmation and acknowledgement name that segment's table (v5.sql). A
+    /// hint only: a job missing here (claimed by another process, or forgotten past
+    /// [`MAX_KNOWN_LEASES`]) goes through the ring's parent, with the same compare-and-set.
+    lease_segments: std::sync::Mutex<HashMap<(i64, i32), i16>>,
 }
 
 /// `(id, attempt)` pairs as the two arrays the statements `unnest`.
@@ -241,7 +324,41 @@ impl PgDriver {
             channel,
             migrated: OnceCell::new(),
             sealed: std::sync::Mutex::new(None),
+            lease_segments: std::sync::Mutex::new(HashMap::new()),
         }
+    }
+
+    /// The known lease segments of `jobs` (NULL where unknown), forgetting them when the
+    /// jobs are finishing.
+    fn segments_of(&self, jobs: &[(JobId, i32)], finishing: bool) -> Vec<Option<i16>> {
+        let mut known = self
+            .lease_segments
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner);
+        jobs.iter()
+            .map(|(id, attempt)| {
+                let key = (id.0, *attempt);
+                if finishing {
+                    known.remove(&key)
+                } else {
+                    known.get(&key).copied()
+                }
+            })
+            .collect()
+    }
+
+    /// Remembers the lease segments of freshly claimed jobs.
+    fn remember_segments(&self, claimed: impl Iterator<Item = ((i64, i32), i16)>) {
+        let mut known = self
+            .lease_segments
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner);
+        if known.len() >= MAX_KNOWN_LEASES {
+            // Jobs lost without a word (rescued, cancelled) are never finished here: start
+            // over rather than grow; the forgotten ones take the slower path.
+            known.clear();
+        }
+        known.extend(claimed);
     }
 
     /// The newest queue migration applied to the schema, `None` when its migrations table is
@@ -281,11 +398,7 @@ impl PgDriver {
             if current.is_some_and(|c| c >= *version) {
                 continue;
             }
-            let text = text
-                .replace("{channel}", &self.channel)
-                .replace("{claim}", FUNCTION_BODIES[0])
-                .replace("{claim_any}", FUNCTION_BODIES[1])
-                .replace("{confirm_started}", FUNCTION_BODIES[2]);
+            let text = migration_text(text, &self.channel);
             sqlx::raw_sql(self.schema.sql(&text))
                 .execute(&mut *tx)
                 .await?;
@@ -302,7 +415,7 @@ impl PgDriver {
     /// dead row versions go with their files instead of waiting for VACUUM: every segment
     /// but the one the ring's clock is in and the one just behind it (still being drained,
     /// and where a truncation could race a late statistics report). A segment is truncated
-    /// only when it is empty once locked (`truncate_drained` in v4.sql: one statement and one
+    /// only when it is empty once locked (`truncate_drained` in v5.sql: one statement and one
     /// commit per ring, by one process at a time, never waiting more than 20 ms for a lock).
     /// Returns the segments truncated.
     async fn truncate_drained_segments(&self) -> Result<u64> {
@@ -518,6 +631,7 @@ impl Driver for PgDriver {
     async fn claim(&self, request: ClaimRequest<'_>) -> Result<Vec<Claimed>> {
         self.migrate().await?;
         let (ids, attempts) = columns(request.finished);
+        let segments = self.segments_of(request.finished, true);
         // One queue (the usual case): the claim index's order is the claim's; several: the
         // first ones of each, merged.
         let claim = match request.queues {
@@ -530,26 +644,52 @@ impl Driver for PgDriver {
             .bind(request.worker)
             .bind(&ids)
             .bind(&attempts)
+            .bind(&segments)
             .fetch_all(&self.pool)
-            .await?;
-        rows.iter()
+            .await;
+        let rows = match rows {
+            Ok(rows) => rows,
+            Err(error) => {
+                // The acknowledgements go out again: keep their segments.
+                self.remember_segments(
+                    request
+                        .finished
+                        .iter()
+                        .zip(&segments)
+                        .filter_map(|((id, attempt), seg)| Some(((id.0, *attempt), (*seg)?))),
+                );
+                return Err(error.into());
+            }
+        };
+        let claimed = rows
+            .iter()
             .map(|row| {
-                Ok(Claimed {
+                let job = Claimed {
                     id: JobId(row.try_get("id")?),
                     attempt: row.try_get("attempt")?,
                     max_attempts: row.try_get("max_attempts")?,
                     payload: row.try_get("payload")?,
                     queue: row.try_get("queue")?,
-                })
+                };
+                let seg: i16 = row.try_get("seg")?;
+                Ok((job, seg))
             })
-            .collect()
+            .collect::<Result<Vec<_>>>()?;
+        self.remember_segments(
+            claimed
+                .iter()
+                .map(|(job, seg)| ((job.id.0, job.attempt), *seg)),
+        );
+        Ok(claimed.into_iter().map(|(job, _)| job).collect())
     }
 
     async fn confirm_started(&self, claimed: &[(JobId, i32)]) -> Result<Vec<JobId>> {
         let (ids, attempts) = columns(claimed);
+        let segments = self.segments_of(claimed, false);
         let started: Vec<i64> = sqlx::query_scalar(q(&self.sql.confirm_started))
             .bind(&ids)
             .bind(&attempts)
+            .bind(&segments)
             .fetch_all(&self.pool)
             .await?;
         Ok(started.into_iter().map(JobId).collect())
@@ -558,12 +698,15 @@ impl Driver for PgDriver {
     async fn complete(&self, finished: &[(JobId, i32)]) -> Result<u64> {
         self.migrate().await?;
         let (ids, attempts) = columns(finished);
-        let done = sqlx::query(q(&self.sql.complete))
+        let segments = self.segments_of(finished, false);
+        let done: i64 = sqlx::query_scalar(q(&self.sql.complete))
             .bind(&ids)
             .bind(&attempts)
-            .execute(&self.pool)
+            .bind(&segments)
+            .fetch_one(&self.pool)
             .await?;
-        Ok(done.rows_affected())
+        self.segments_of(finished, true);
+        Ok(u64::try_from(done).unwrap_or(0))
     }
 
     async fn fail(&self, failed: FailedAttempt<'_>) -> Result<bool> {
@@ -576,6 +719,7 @@ impl Driver for PgDriver {
             .bind(failed.final_failure)
             .fetch_optional(&self.pool)
             .await?;
+        self.segments_of(&[(failed.id, failed.attempt)], true);
         Ok(state.is_some())
     }
 
@@ -597,6 +741,7 @@ impl Driver for PgDriver {
             .bind(&attempts)
             .fetch_all(&self.pool)
             .await?;
+        self.segments_of(running, true);
         Ok(back.len() as u64)
     }
 

@@ -1,24 +1,11 @@
--- The body of the function {schema}.claim_any (v4.sql), called by claim_any_call.sql: a change
--- here needs a migration that replaces the function.
+-- The claim of the function {schema}.claim_any (v5.sql), after its acknowledgements
+-- (ack.sql), called by claim_any_call.sql: a change here needs a migration that replaces the
+-- function.
 -- claim.sql for a worker of several queues: $1 is their names (text[]), the other parameters
 -- are claim.sql's. For each queue, at most $2 of its due jobs are locked in the claim
 -- index's order (SKIP LOCKED); the $2 first of them all are claimed. The others stay locked
 -- until the statement ends, a few milliseconds during which other claimers skip them.
-WITH acked AS (
-    DELETE FROM {schema}.leases l
-     USING unnest($5::bigint[], $6::int[]) AS f(id, attempt)
-     WHERE l.id = ANY($5::bigint[]) AND l.id = f.id AND l.attempt = f.attempt
-    RETURNING l.*
-),
-archived AS (
-    INSERT INTO {schema}.done (id, queue, state, priority, run_at, payload, attempt,
-                               max_attempts, idempotency_key, worker, created_at, last_error,
-                               errors)
-    SELECT id, queue, 'done', priority, run_at, payload, attempt, max_attempts,
-           idempotency_key, worker, created_at, last_error, errors
-      FROM acked
-),
-next AS MATERIALIZED (
+WITH next AS MATERIALIZED (
     SELECT false AS delayed, c.id, c.tid, c.priority, c.run_at
       FROM unnest($1::text[]) AS q(name)
      CROSS JOIN LATERAL (
@@ -45,10 +32,12 @@ chosen AS MATERIALIZED (
 ),
 moved AS (
     -- By row address (a TID scan per segment) and id: the ids are unique across the ring, so
-    -- exactly the chosen rows. A join, or ids alone, was planned as scans of whole segments.
+    -- exactly the chosen rows. A join, or ids alone, was planned as scans of whole segments;
+    -- `id + 0` keeps the id index out of it, where the planner would otherwise scan each
+    -- segment's id index too (15 % of the claim's time).
     DELETE FROM {schema}.ready r
      WHERE r.ctid = ANY (ARRAY(SELECT tid FROM chosen WHERE NOT delayed))
-       AND r.id = ANY (ARRAY(SELECT id FROM chosen WHERE NOT delayed))
+       AND r.id + 0 = ANY (ARRAY(SELECT id FROM chosen WHERE NOT delayed))
     RETURNING r.id, r.queue, r.priority, r.run_at, r.payload, r.attempt, r.max_attempts,
               r.idempotency_key, r.created_at, r.last_error, r.errors
 ),
@@ -65,4 +54,4 @@ SELECT id, queue, priority, run_at, payload, attempt + 1, max_attempts, idempote
        created_at, last_error, errors, now() + make_interval(secs => $3), $4
   FROM (SELECT * FROM moved UNION ALL SELECT * FROM promoted) m
  ORDER BY priority, run_at, id
-RETURNING id, queue, payload, attempt, max_attempts
+RETURNING id, queue, payload, attempt, max_attempts, seg

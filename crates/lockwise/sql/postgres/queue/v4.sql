@@ -190,39 +190,9 @@ $fn$;
 CREATE TRIGGER ready_notify AFTER INSERT ON {schema}.ready REFERENCING NEW TABLE AS new_rows
     FOR EACH STATEMENT EXECUTE FUNCTION {schema}.notify_ready();
 
--- The claim and the confirmation, the statements of every batch, as functions whose plans are
--- generic (made once per session, and again only when a segment is truncated). Run as plain
--- prepared statements, PostgreSQL re-plans them at every call, because a plan for the given
--- parameters looks cheaper than a generic one: ~1.3 ms of planning for ~1 ms of work over the
--- rings' partitions. Their bodies are claim.sql, claim_any.sql and confirm_started.sql
--- (filled in at migration): a change to one of those files needs a migration that replaces
--- its function.
-CREATE FUNCTION {schema}.claim(text, bigint, float8, text, bigint[], integer[])
-RETURNS TABLE (claimed_id bigint, claimed_queue text, claimed_payload jsonb,
-               claimed_attempt integer, claimed_max_attempts integer)
-LANGUAGE plpgsql SET plan_cache_mode = force_generic_plan AS $fn$
-BEGIN
-    RETURN QUERY
-{claim};
-END
-$fn$;
-CREATE FUNCTION {schema}.claim_any(text[], bigint, float8, text, bigint[], integer[])
-RETURNS TABLE (claimed_id bigint, claimed_queue text, claimed_payload jsonb,
-               claimed_attempt integer, claimed_max_attempts integer)
-LANGUAGE plpgsql SET plan_cache_mode = force_generic_plan AS $fn$
-BEGIN
-    RETURN QUERY
-{claim_any};
-END
-$fn$;
-CREATE FUNCTION {schema}.confirm_started(bigint[], integer[])
-RETURNS SETOF bigint
-LANGUAGE plpgsql SET plan_cache_mode = force_generic_plan AS $fn$
-BEGIN
-    RETURN QUERY
-{confirm_started};
-END
-$fn$;
+-- The claim and the confirmation, the statements of every batch, are functions of v5.sql
+-- (this migration created their first form, which v5 replaces; it creates none any more, so
+-- that a new store does not build what the next migration drops).
 
 -- Empties the drained segments `segs` of a ring ('ready' or 'leases', segments 0 … 15): locks
 -- each one in turn, giving up on a segment whose lock does not come within 20 ms (claims

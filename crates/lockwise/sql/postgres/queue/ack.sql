@@ -1,0 +1,21 @@
+-- One branch of the acknowledgement in the functions {schema}.ack, claim and claim_any
+-- (v5.sql): a change here needs a migration that replaces them.
+-- Moves the finished jobs of one lease segment from leases to done (compare-and-set on id
+-- and attempt). {leases} is the segment's table, `{schema}.leases_<k>`, whose rows are
+-- those of `{segment}` (`f.seg = <k>`); for jobs whose segment is not known it is the whole
+-- ring, `{schema}.leases`, and `f.seg IS NULL`. Naming the segment keeps the statement off
+-- the other fifteen, so that a truncation of one waits for none of it.
+-- {ids} finished job ids, {attempts} their attempts, {segs} their lease segments (parameters
+-- of the function, filled in at migration).
+WITH acked AS (
+    DELETE FROM {leases} l
+     USING unnest({ids}::bigint[], {attempts}::int[], {segs}::smallint[]) AS f(id, attempt, seg)
+     WHERE l.id = ANY({ids}::bigint[]) AND l.id = f.id AND l.attempt = f.attempt
+       AND {segment}
+    RETURNING l.*
+)
+INSERT INTO {schema}.done (id, queue, state, priority, run_at, payload, attempt, max_attempts,
+                           idempotency_key, worker, created_at, last_error, errors)
+SELECT id, queue, 'done', priority, run_at, payload, attempt, max_attempts, idempotency_key,
+       worker, created_at, last_error, errors
+  FROM acked
