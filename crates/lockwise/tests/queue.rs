@@ -1690,3 +1690,48 @@ async fn mariadb_tables_of_version_2_migrate_with_their_jobs_in_flight() {
     assert!(!fresh.duplicate);
     assert!(q.cancel(fresh.id).await.unwrap());
 }
+
+/// Each MariaDB database's queue has a reaper lock of its own: while another database's
+/// reaper holds its lock (mid-round), this one still rescues its expired leases; while this
+/// queue's own lock is held, it skips its round. (The lock was once named after the table
+/// alone, which every database's `lockwise_jobs` shared.)
+#[tokio::test]
+async fn mariadb_reapers_of_two_databases_do_not_share_a_lock() {
+    let (_a, mine) = my_queue("reap_a").await;
+    let (_b, other) = my_queue("reap_b").await;
+    let id = mine.enqueue(Job::new(json!({}))).await.unwrap();
+    let claimed = mine
+        .claim("w", 1, Duration::from_millis(200), &[])
+        .await
+        .unwrap();
+    assert_eq!(claimed[0].id, id);
+    sleep(Duration::from_millis(400)).await;
+    // reap.sql's lock name, on a session of the given queue's database.
+    let hold = |q: &Queue| {
+        let pool = q.mysql_pool().unwrap().clone();
+        async move {
+            let mut conn = pool.acquire().await.unwrap();
+            let got: Option<i64> = sqlx::query_scalar(
+                "SELECT GET_LOCK(CONCAT('lockwise:', MD5(CONCAT_WS('.', DATABASE(), \
+                 'lockwise_jobs:reaper'))), 0)",
+            )
+            .fetch_one(&mut *conn)
+            .await
+            .unwrap();
+            assert_eq!(got, Some(1));
+            conn
+        }
+    };
+    let mut own = hold(&mine).await;
+    assert_eq!(mine.reap().await.unwrap(), 0, "its own reaper lock is held");
+    sqlx::query("DO RELEASE_ALL_LOCKS()")
+        .execute(&mut *own)
+        .await
+        .unwrap();
+    let _theirs = hold(&other).await;
+    assert_eq!(
+        mine.reap().await.unwrap(),
+        1,
+        "another database's reaper does not stop this one"
+    );
+}

@@ -36,6 +36,7 @@ const V3: &str = sql!("v3.sql");
 const COLUMN_EXISTS: &str = sql!("column_exists.sql");
 const MIGRATE_LOCK: &str = sql!("migrate_lock.sql");
 const RELEASE_LOCK: &str = sql!("release_lock.sql");
+const RELEASE_REAPER: &str = sql!("release_reaper.sql");
 const READ_COMMITTED: &str = sql!("read_committed.sql");
 const ENQUEUE: &str = sql!("enqueue.sql");
 const ENQUEUE_EXISTING: &str = sql!("enqueue_existing.sql");
@@ -547,10 +548,7 @@ impl Driver for MysqlDriver {
             Err(error) => {
                 // The statements stop at an error, perhaps with the lock taken and not
                 // released: release it (a no-op when this session does not hold it).
-                let _ = sqlx::query(RELEASE_LOCK)
-                    .bind(&lock)
-                    .execute(&mut *conn)
-                    .await;
+                let _ = sqlx::raw_sql(RELEASE_REAPER).execute(&mut *conn).await;
                 Err(error.into())
             }
         }

@@ -4,11 +4,16 @@
 -- worker) goes back with one more attempt in its budget: it did not run, and the attempt
 -- number, its fencing token, still only grows. Assigned left to right like fail.sql: `started`
 -- and `max_attempts` are read before they change.
--- Three statements sent in one round trip (no parameters: {lock} is the validated table name
+-- Four statements sent in one round trip (no parameters: {lock} is the validated table name
 -- plus ':reaper'), so the server takes the reaper lock, reaps and releases the lock whether
 -- or not the answer reaches the reaper: a reaper whose link is cut mid-reap cannot keep the
--- others from rescuing. The lock's name is fixed: other versions agree on it.
-SET @lockwise_reaper = GET_LOCK('{lock}', 0);
+-- others from rescuing. The lock is named after the database and the table (hashed, to stay
+-- within MySQL's 64 characters): the queues of two databases on one server have a reaper
+-- each. It used to be the table's name alone, which every database's queue shared, so one
+-- database's reaper made another's skip its round. The lock only spares reapers of one queue
+-- each other's row-lock waits: a row is rescued once whoever runs the UPDATE.
+SET @lockwise_reaper_lock = CONCAT('lockwise:', MD5(CONCAT_WS('.', DATABASE(), '{lock}')));
+SET @lockwise_reaper = GET_LOCK(@lockwise_reaper_lock, 0);
 UPDATE {jobs} SET
        errors = JSON_ARRAY_APPEND(COALESCE(errors, '[]'), '$',
          JSON_OBJECT('attempt', attempt, 'at', NOW(6),
@@ -22,4 +27,4 @@ UPDATE {jobs} SET
        run_at = NOW(6), lease_until = NULL,
        started = 1
  WHERE state = 'running' AND lease_until < NOW(6) AND @lockwise_reaper = 1;
-DO IF(@lockwise_reaper = 1, RELEASE_LOCK('{lock}'), 0)
+DO IF(@lockwise_reaper = 1, RELEASE_LOCK(@lockwise_reaper_lock), 0)
