@@ -15,11 +15,12 @@
 //! than autovacuum (one visit a minute by default) clears them, and every claim's index scan
 //! wades through them (measured: 494k dead tuples in 90 s, and throughput falling as the
 //! backlog grew). Here the per-job deletes happen in `ready` and `leases`, which are
-//! LIST-partitioned **rings** (16 segments of 500 ready rows, 32 of 100 leases): a row's segment is a function of a ticket drawn
-//! from a sequence by the column's DEFAULT, so enqueueing stays a plain `INSERT` (inside the
-//! caller's transaction too). Once the claims have drained a segment the ring's clock has
-//! passed, the maintenance (every worker, ten times a second, one at a time) `TRUNCATE`s
-//! it: its dead versions go with its files, and its `n_dead_tup` drops to 0, without VACUUM.
+//! LIST-partitioned **rings** (16 segments of 500 ready rows, 32 of 100 leases): a row's
+//! segment is a function of a ticket drawn from a sequence by the column's DEFAULT, so
+//! enqueueing stays a plain `INSERT` (inside the caller's transaction too). Once the claims
+//! have drained a segment the ring's clock has passed, the maintenance (every worker, ten
+//! times a second, one at a time) `TRUNCATE`s it: its dead versions go with its files, and
+//! its `n_dead_tup` drops to 0, without VACUUM.
 //! The confirmation and heartbeats are HOT updates of a lease (no indexed column changes).
 //! `done` is insert-only, so it has no dead versions until history is pruned; `stats`
 //! counts it from per-10-second sealed counts plus the newest rows, never the whole history.
