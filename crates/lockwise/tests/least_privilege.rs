@@ -210,3 +210,102 @@ async fn mariadb_works_with_the_documented_grants() {
     );
     outcome.unwrap();
 }
+
+/// An application user granted what the README documents on a store at version 4 keeps
+/// working the queue after an administrator migrates it to version 5, without granting
+/// again: the new lease segments, which the batch's statements now name, get the grants of
+/// the old ones, and the new functions those of the functions they replace (here an
+/// administrator who also took EXECUTE away from PUBLIC).
+#[tokio::test]
+async fn postgres_grants_made_at_version_4_still_work_after_migration_5() {
+    let schema = PgSchema::new("privup");
+    let admin = schema.url().to_owned();
+    let name = schema.name().to_owned();
+    let quoted = format!("\"{name}\"");
+    let fill = |sql: &str| {
+        sql.replace("{schema}", &quoted)
+            .replace("{channel}", &format!("{name}_jobs"))
+    };
+    // The store as version 4 left it; its claim functions reduced to their signatures
+    // (migration 5 replaces them).
+    let v4 = format!(
+        "{}\n{}\n{}\n{}\nCREATE TABLE {quoted}.queue_migrations (version integer PRIMARY KEY);\n\
+         INSERT INTO {quoted}.queue_migrations VALUES (1), (2), (3), (4);\n\
+         CREATE FUNCTION {quoted}.claim(text, bigint, float8, text, bigint[], integer[]) \
+         RETURNS void LANGUAGE sql AS '';\n\
+         CREATE FUNCTION {quoted}.claim_any(text[], bigint, float8, text, bigint[], integer[]) \
+         RETURNS void LANGUAGE sql AS '';\n\
+         CREATE FUNCTION {quoted}.confirm_started(bigint[], integer[]) \
+         RETURNS void LANGUAGE sql AS '';",
+        fill(include_str!("../sql/postgres/queue/v1.sql")),
+        fill(include_str!("../sql/postgres/queue/v2.sql")),
+        fill(include_str!("../sql/postgres/queue/v3.sql")),
+        fill(include_str!("../sql/postgres/queue/v4.sql")),
+    );
+    sql_now(&admin, &[v4]);
+    let role = unique("lw_user").replace('-', "_");
+    sql_now(
+        &admin,
+        &[
+            format!("CREATE ROLE {role} LOGIN"),
+            format!("REVOKE EXECUTE ON ALL FUNCTIONS IN SCHEMA {name} FROM PUBLIC"),
+            format!("GRANT USAGE ON SCHEMA {name} TO {role}"),
+            format!(
+                "GRANT SELECT, INSERT, UPDATE, DELETE ON ALL TABLES IN SCHEMA {name} TO {role}"
+            ),
+            format!("GRANT USAGE, UPDATE ON ALL SEQUENCES IN SCHEMA {name} TO {role}"),
+            format!("GRANT EXECUTE ON ALL FUNCTIONS IN SCHEMA {name} TO {role}"),
+        ],
+    );
+    // The administrator migrates; the next leases go to segment 16, one version 4 lacked.
+    lockwise::queue::connect(&admin, ConnectOptions::default().schema(name.as_str()))
+        .await
+        .unwrap();
+    sql_now(
+        &admin,
+        &[format!("SELECT setval('{quoted}.claim_ticket', 1600)")],
+    );
+    let as_user = admin.replacen("postgres://postgres@", &format!("postgres://{role}@"), 1);
+    let outcome = tokio::spawn({
+        let (as_user, name) = (as_user.clone(), name.clone());
+        async move {
+            let queue = lockwise::queue::connect(
+                &as_user,
+                ConnectOptions::default().queue("q").schema(name.as_str()),
+            )
+            .await
+            .unwrap();
+            queue
+                .enqueue_many((0..3).map(|n| Job::new(serde_json::json!({ "n": n }))))
+                .await
+                .unwrap();
+            let claimed = queue
+                .claim("w", 3, Duration::from_secs(30), &[])
+                .await
+                .unwrap();
+            let jobs: Vec<_> = claimed.iter().map(|j| (j.id, j.attempt)).collect();
+            assert_eq!(queue.confirm_started(&jobs).await.unwrap().len(), 3);
+            let more = queue
+                .claim("w", 1, Duration::from_secs(30), &jobs)
+                .await
+                .unwrap();
+            assert!(more.is_empty());
+            assert_eq!(queue.stats().await.unwrap().done, 3);
+            let public: bool = sqlx::query_scalar(sqlx::AssertSqlSafe(format!(
+                "SELECT has_function_privilege('public', \
+                 '{quoted}.ack(bigint[], integer[], smallint[])', 'EXECUTE')"
+            )))
+            .fetch_one(queue.postgres_pool().unwrap())
+            .await
+            .unwrap();
+            assert!(!public, "PUBLIC may not run the new functions either");
+        }
+    })
+    .await;
+    drop(schema);
+    sql_now(
+        &admin,
+        &[format!("DROP OWNED BY {role}"), format!("DROP ROLE {role}")],
+    );
+    outcome.unwrap();
+}

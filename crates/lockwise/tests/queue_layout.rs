@@ -638,7 +638,7 @@ async fn a_batch_touches_only_the_lease_segment_of_its_jobs() {
     .await
     .expect("the claimed job holds a lease");
     // Another process locks the segment half a ring away, as a truncation would.
-    let far = (seg + 8) % 16;
+    let far = (seg + 16) % 32;
     let mut holder = pool.begin().await.unwrap();
     sqlx::query(sqlx::AssertSqlSafe(format!(
         "LOCK TABLE {quoted}.leases_{far} IN ACCESS EXCLUSIVE MODE"

@@ -34,8 +34,10 @@
 //! - every job is written three times (ready, leases, done) instead of once and updated
 //!   twice or thrice; the WAL volume is alike, and no dead index entries pile up;
 //! - a `TRUNCATE` takes an exclusive lock on its segment for a few milliseconds (it gives up
-//!   after 20 ms): a ready segment's makes the claims wait behind it and replan, a lease
-//!   segment's only the statements on that segment (see below);
+//!   after 20 ms): a ready segment's makes the claims wait behind it and replan; a lease
+//!   segment's, of the statements of a batch, only those on that segment (see below), and
+//!   the rarer ones (heartbeat, failure, hand-back, reap, cancel, which go through the
+//!   ring's parent);
 //! - a ring holds 8,000 ready rows (16 × 500) and 3,200 leases (32 × 100) before its clock
 //!   comes back to a segment. A backlog deeper than that, a job waiting in a queue nobody
 //!   works, or a lease held for many minutes keeps its segment from being truncated: that
@@ -57,7 +59,8 @@
 //! an `UPDATE` or `DELETE` with parameters, so through the ring's parent each of them locked
 //! and opened every segment, and a truncation waited for every claim in flight. A job whose
 //! segment this process does not know (claimed by another process, or before a restart)
-//! goes through the parent, with the same compare-and-set.
+//! goes through the parent, with the same compare-and-set, as do the rarer statements on a
+//! lease (heartbeat, failure, hand-back, reap, cancel).
 
 use std::collections::HashMap;
 use std::sync::{Arc, PoisonError};
@@ -240,7 +243,7 @@ fn migration_text(text: &str, channel: &str) -> String {
 /// `statement` (ack.sql or confirm_started.sql, without its comment) once per lease
 /// segment, as the branches of a plpgsql `IF` on the variable `k`, the segment: the
 /// segment's own table for a known segment, the ring's parent for jobs whose segment is not
-/// known (NULL). Each branch is `lead`, the statement, then `after`.
+/// known (NULL) or not one of the ring's. Each branch is `lead`, the statement, then `after`.
 fn segment_branches(statement: &str, lead: &str, after: &str) -> String {
     let body = statement
         .lines()
@@ -265,6 +268,9 @@ fn segment_branches(statement: &str, lead: &str, after: &str) -> String {
             format!("f.seg = {k}"),
         )
     }));
+    // A segment outside the ring (a hint from a ring of another size): through the parent.
+    let last = branch("ELSE".into(), "{schema}.leases".into(), "f.seg = k".into());
+    branches.push(last.replacen("ELSE THEN", "ELSE", 1));
     branches.push("END IF;".into());
     branches.join("\n")
 }

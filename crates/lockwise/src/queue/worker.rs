@@ -715,9 +715,10 @@ impl Worker {
         if !give_back.is_empty() {
             report.handed_back = self.queue.hand_back(&give_back).await?;
         }
-        // The background tasks stop between two statements: a statement dropped half way
-        // would go on running on the server after `run` returned (and, say, hold locks that
-        // a DROP SCHEMA right after needs). Bounded, for a server that stopped answering.
+        // The background tasks are stopped and waited for: the maintenance stops only between
+        // two statements, since a statement dropped half way would go on running on the
+        // server after `run` returned (and, say, hold locks that a DROP SCHEMA right after
+        // needs). Bounded, for a server that stopped answering.
         background.cancel();
         let _ = timeout(BACKGROUND_STOP, async {
             while tasks.join_next().await.is_some() {}

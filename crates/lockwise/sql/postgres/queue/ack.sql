@@ -3,8 +3,9 @@
 -- Moves the finished jobs of one lease segment from leases to done (compare-and-set on id
 -- and attempt). {leases} is the segment's table, `{schema}.leases_<k>`, whose rows are
 -- those of `{segment}` (`f.seg = <k>`); for jobs whose segment is not known it is the whole
--- ring, `{schema}.leases`, and `f.seg IS NULL`. Naming the segment keeps the statement off
--- the other fifteen, so that a truncation of one waits for none of it.
+-- ring, `{schema}.leases`, and `f.seg IS NULL` (or `f.seg = k` for a segment that is not
+-- the ring's). Naming the segment keeps the statement off the other segments, so that a
+-- truncation of one waits for none of it.
 -- {ids} finished job ids, {attempts} their attempts, {segs} their lease segments (parameters
 -- of the function, filled in at migration).
 WITH acked AS (

@@ -16,9 +16,6 @@
 -- confirm_started.sql; the plpgsql variable `k` is the segment), the claims with claim.sql
 -- and claim_any.sql. A change to one of those files needs a migration that replaces the
 -- functions.
-DROP FUNCTION IF EXISTS {schema}.claim(text, bigint, float8, text, bigint[], integer[]);
-DROP FUNCTION IF EXISTS {schema}.claim_any(text[], bigint, float8, text, bigint[], integer[]);
-DROP FUNCTION IF EXISTS {schema}.confirm_started(bigint[], integer[]);
 
 -- Acknowledges finished jobs (moves them to done); returns how many. $1 ids, $2 attempts,
 -- $3 their lease segments.
@@ -93,7 +90,8 @@ $fn$;
 -- versions per row where a ready segment leaves one, and the statistics lag a truncation by
 -- up to a second (a backend reports its deletions at most once a second): lease segments
 -- were the tables nearest the bound of 2,000 dead versions. Now that no statement of a batch
--- names the ring's parent, more segments cost a batch nothing. Leases in flight stay where
+-- names the ring's parent, more segments cost a batch nothing (the rarer statements that go
+-- through the parent, a heartbeat or a reap, open 32 instead of 16). Leases in flight stay where
 -- they are: segments 0 to 15 keep their numbers.
 ALTER TABLE {schema}.leases ALTER COLUMN seg
     SET DEFAULT ((nextval('{schema}.claim_ticket') / 100) % 32)::smallint;
@@ -147,3 +145,51 @@ BEGIN
 END
 $fn$;
 REVOKE EXECUTE ON FUNCTION {schema}.truncate_drained(text, integer[], integer) FROM PUBLIC;
+
+-- Privileges: an application user granted what the README documents on version 4 keeps
+-- working. The statements of a batch now name the lease segments and call these functions,
+-- so the new segments get the grants of segment 0, and the new functions those of the claim
+-- function they replace (an administrator may have taken EXECUTE away from PUBLIC).
+DO $grants$
+DECLARE
+    grant_row record;
+    target text;
+    old_acl aclitem[];
+BEGIN
+    FOR target IN SELECT format('%s.leases_%s', '{schema}', i) FROM generate_series(16, 31) i LOOP
+        FOR grant_row IN
+            SELECT a.grantee, a.privilege_type
+              FROM pg_class c, aclexplode(c.relacl) a
+             WHERE c.oid = '{schema}.leases_0'::regclass AND a.grantee <> c.relowner
+        LOOP
+            EXECUTE format('GRANT %s ON %s TO %s', grant_row.privilege_type, target,
+                           CASE grant_row.grantee WHEN 0 THEN 'PUBLIC'
+                                ELSE grant_row.grantee::regrole::text END);
+        END LOOP;
+    END LOOP;
+    old_acl := (SELECT proacl FROM pg_proc WHERE oid = to_regprocedure(
+        '{schema}.claim(text, bigint, float8, text, bigint[], integer[])'));
+    IF old_acl IS NOT NULL THEN
+        FOREACH target IN ARRAY ARRAY[
+            '{schema}.ack(bigint[], integer[], smallint[])',
+            '{schema}.claim(text, bigint, float8, text, bigint[], integer[], smallint[])',
+            '{schema}.claim_any(text[], bigint, float8, text, bigint[], integer[], smallint[])',
+            '{schema}.confirm_started(bigint[], integer[], smallint[])']
+        LOOP
+            EXECUTE format('REVOKE ALL ON FUNCTION %s FROM PUBLIC', target);
+            FOR grant_row IN
+                SELECT a.grantee FROM aclexplode(old_acl) a WHERE a.privilege_type = 'EXECUTE'
+            LOOP
+                EXECUTE format('GRANT EXECUTE ON FUNCTION %s TO %s', target,
+                               CASE grant_row.grantee WHEN 0 THEN 'PUBLIC'
+                                    ELSE grant_row.grantee::regrole::text END);
+            END LOOP;
+        END LOOP;
+    END IF;
+END
+$grants$;
+
+-- Version 4's functions, replaced by the ones above.
+DROP FUNCTION IF EXISTS {schema}.claim(text, bigint, float8, text, bigint[], integer[]);
+DROP FUNCTION IF EXISTS {schema}.claim_any(text[], bigint, float8, text, bigint[], integer[]);
+DROP FUNCTION IF EXISTS {schema}.confirm_started(bigint[], integer[]);
