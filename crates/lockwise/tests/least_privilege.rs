@@ -106,35 +106,31 @@ async fn everything_works_as(lock_url: &str, queue_url: &str, schema: &str, post
             size("ready_0").await > 0,
             "the three jobs were in segment 0"
         );
-        let truncate = format!("SELECT {schema}.truncate_drained($1, $2, 7)");
-        let truncated: i32 = sqlx::query_scalar(sqlx::AssertSqlSafe(truncate.clone()))
-            .bind("ready")
-            .bind(vec![0i32])
-            .fetch_one(&pool)
-            .await
-            .unwrap();
-        assert_eq!(truncated, 1);
+        let truncate = |ring: &'static str, seg: i32| {
+            let (sql, pool) = (
+                format!("SELECT {schema}.truncate_drained($1, $2, 7)"),
+                pool.clone(),
+            );
+            async move {
+                sqlx::query_scalar::<_, i32>(sqlx::AssertSqlSafe(sql))
+                    .bind(ring)
+                    .bind(vec![seg])
+                    .fetch_one(&pool)
+                    .await
+            }
+        };
+        assert_eq!(truncate("ready", 0).await.unwrap(), 1);
         assert_eq!(size("ready_0").await, 0);
-        let refused = sqlx::query_scalar::<_, i32>(sqlx::AssertSqlSafe(truncate.clone()))
-            .bind("done")
-            .bind(vec![0i32])
-            .fetch_one(&pool)
-            .await;
+        let refused = truncate("done", 0).await;
         assert!(refused.is_err(), "{refused:?}");
         // The ready ring has 16 segments, the lease ring 32.
-        let outside = sqlx::query_scalar::<_, i32>(sqlx::AssertSqlSafe(truncate.clone()))
-            .bind("ready")
-            .bind(vec![16i32])
-            .fetch_one(&pool)
-            .await;
+        let outside = truncate("ready", 16).await;
         assert!(outside.is_err(), "{outside:?}");
-        let last: i32 = sqlx::query_scalar(sqlx::AssertSqlSafe(truncate))
-            .bind("leases")
-            .bind(vec![31i32])
-            .fetch_one(&pool)
-            .await
-            .unwrap();
-        assert_eq!(last, 1, "segment 31 is one of the lease ring's");
+        assert_eq!(
+            truncate("leases", 31).await.unwrap(),
+            1,
+            "segment 31 is one of the lease ring's"
+        );
         pool.close().await;
     }
 }
