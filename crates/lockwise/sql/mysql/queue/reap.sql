@@ -8,10 +8,11 @@
 -- plus ':reaper'), so the server takes the reaper lock, reaps and releases the lock whether
 -- or not the answer reaches the reaper: a reaper whose link is cut mid-reap cannot keep the
 -- others from rescuing. The lock is named after the database and the table (hashed, to stay
--- within MySQL's 64 characters; SHA2 where a FIPS server refuses MD5): the queues of two databases on one server have a reaper
--- each. It used to be the table's name alone, which every database's queue shared, so one
--- database's reaper made another's skip its round. The lock only spares reapers of one queue
--- each other's row-lock waits: a row is rescued once whoever runs the UPDATE.
+-- within MySQL's 64 characters; SHA2 where a FIPS server refuses MD5): the queues of two
+-- databases on one server have a reaper each. It used to be the table's name alone, which
+-- every database's queue shared, so one database's reaper made another's skip its round.
+-- The lock only spares reapers of one queue each other's row-lock waits: a row is rescued
+-- once whoever runs the UPDATE.
 SET @lockwise_reaper_lock = CONCAT('lockwise:', LEFT(COALESCE(
     MD5(CONCAT_WS('.', DATABASE(), '{lock}')), SHA2(CONCAT_WS('.', DATABASE(), '{lock}'), 256),
     CONCAT_WS('.', DATABASE(), '{lock}')), 40));
