@@ -56,16 +56,7 @@ async fn everything_works_as(lock_url: &str, queue_url: &str, schema: &str, post
     }
     assert!(guard.release().await.unwrap());
 
-    let queue = lockwise::queue::connect(
-        queue_url,
-        ConnectOptions::default().queue("q").schema(schema),
-    )
-    .await
-    .unwrap();
-    queue
-        .enqueue_many((0..3).map(|n| Job::new(serde_json::json!({ "n": n }))))
-        .await
-        .unwrap();
+    let queue = queue_of_three_jobs(queue_url, schema).await;
     let stop = CancellationToken::new();
     let done = std::sync::Arc::new(std::sync::atomic::AtomicUsize::new(0));
     let (counter, stopper) = (done.clone(), stop.clone());
@@ -133,6 +124,18 @@ async fn everything_works_as(lock_url: &str, queue_url: &str, schema: &str, post
         );
         pool.close().await;
     }
+}
+
+/// Queue `q` of `schema` as whoever `url` logs in as, with three jobs enqueued.
+async fn queue_of_three_jobs(url: &str, schema: &str) -> lockwise::queue::Queue {
+    let queue = lockwise::queue::connect(url, ConnectOptions::default().queue("q").schema(schema))
+        .await
+        .unwrap();
+    queue
+        .enqueue_many((0..3).map(|n| Job::new(serde_json::json!({ "n": n }))))
+        .await
+        .unwrap();
+    queue
 }
 
 #[tokio::test]
@@ -265,16 +268,7 @@ async fn postgres_grants_made_at_version_4_still_work_after_migration_5() {
     let outcome = tokio::spawn({
         let (as_user, name) = (as_user.clone(), name.clone());
         async move {
-            let queue = lockwise::queue::connect(
-                &as_user,
-                ConnectOptions::default().queue("q").schema(name.as_str()),
-            )
-            .await
-            .unwrap();
-            queue
-                .enqueue_many((0..3).map(|n| Job::new(serde_json::json!({ "n": n }))))
-                .await
-                .unwrap();
+            let queue = queue_of_three_jobs(&as_user, &name).await;
             let claimed = queue
                 .claim("w", 3, Duration::from_secs(30), &[])
                 .await

@@ -335,22 +335,26 @@ impl PgDriver {
         }
     }
 
-    /// The known lease segments of `jobs` (NULL where unknown), forgetting them when the
-    /// jobs are finishing.
-    fn segments_of(&self, jobs: &[(JobId, i32)], finishing: bool) -> Vec<Option<i16>> {
+    /// The known lease segments of `jobs`, NULL where unknown.
+    fn segments_of(&self, jobs: &[(JobId, i32)]) -> Vec<Option<i16>> {
+        let known = self
+            .lease_segments
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner);
+        jobs.iter()
+            .map(|(id, attempt)| known.get(&(id.0, *attempt)).copied())
+            .collect()
+    }
+
+    /// Forgets the lease segments of `jobs`, which are finishing; returns them as
+    /// [`segments_of`](Self::segments_of) would have.
+    fn forget_segments(&self, jobs: &[(JobId, i32)]) -> Vec<Option<i16>> {
         let mut known = self
             .lease_segments
             .lock()
             .unwrap_or_else(PoisonError::into_inner);
         jobs.iter()
-            .map(|(id, attempt)| {
-                let key = (id.0, *attempt);
-                if finishing {
-                    known.remove(&key)
-                } else {
-                    known.get(&key).copied()
-                }
-            })
+            .map(|(id, attempt)| known.remove(&(id.0, *attempt)))
             .collect()
     }
 
@@ -638,7 +642,7 @@ impl Driver for PgDriver {
     async fn claim(&self, request: ClaimRequest<'_>) -> Result<Vec<Claimed>> {
         self.migrate().await?;
         let (ids, attempts) = columns(request.finished);
-        let segments = self.segments_of(request.finished, true);
+        let segments = self.forget_segments(request.finished);
         // One queue (the usual case): the claim index's order is the claim's; several: the
         // first ones of each, merged.
         let claim = match request.queues {
@@ -692,7 +696,7 @@ impl Driver for PgDriver {
 
     async fn confirm_started(&self, claimed: &[(JobId, i32)]) -> Result<Vec<JobId>> {
         let (ids, attempts) = columns(claimed);
-        let segments = self.segments_of(claimed, false);
+        let segments = self.segments_of(claimed);
         let started: Vec<i64> = sqlx::query_scalar(q(&self.sql.confirm_started))
             .bind(&ids)
             .bind(&attempts)
@@ -705,14 +709,14 @@ impl Driver for PgDriver {
     async fn complete(&self, finished: &[(JobId, i32)]) -> Result<u64> {
         self.migrate().await?;
         let (ids, attempts) = columns(finished);
-        let segments = self.segments_of(finished, false);
+        let segments = self.segments_of(finished);
         let done: i64 = sqlx::query_scalar(q(&self.sql.complete))
             .bind(&ids)
             .bind(&attempts)
             .bind(&segments)
             .fetch_one(&self.pool)
             .await?;
-        self.segments_of(finished, true);
+        self.forget_segments(finished);
         Ok(u64::try_from(done).unwrap_or(0))
     }
 
@@ -726,7 +730,7 @@ impl Driver for PgDriver {
             .bind(failed.final_failure)
             .fetch_optional(&self.pool)
             .await?;
-        self.segments_of(&[(failed.id, failed.attempt)], true);
+        self.forget_segments(&[(failed.id, failed.attempt)]);
         Ok(state.is_some())
     }
 
@@ -748,7 +752,7 @@ impl Driver for PgDriver {
             .bind(&attempts)
             .fetch_all(&self.pool)
             .await?;
-        self.segments_of(running, true);
+        self.forget_segments(running);
         Ok(back.len() as u64)
     }
 
