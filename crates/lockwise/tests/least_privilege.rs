@@ -122,6 +122,14 @@ async fn everything_works_as(lock_url: &str, queue_url: &str, schema: &str, post
             1,
             "segment 31 is one of the lease ring's"
         );
+        // Migration 6's form, which the maintenance calls: NOWAIT.
+        let nowait: i32 = sqlx::query_scalar(sqlx::AssertSqlSafe(format!(
+            "SELECT {schema}.truncate_drained('leases', ARRAY[30], 7, 0)"
+        )))
+        .fetch_one(&pool)
+        .await
+        .unwrap();
+        assert_eq!(nowait, 1);
         pool.close().await;
     }
 }
@@ -211,12 +219,13 @@ async fn mariadb_works_with_the_documented_grants() {
 }
 
 /// An application user granted what the README documents on a store at version 4 keeps
-/// working the queue after an administrator migrates it to version 5, without granting
-/// again: the new lease segments, which the batch's statements now name, get the grants of
-/// the old ones, and the new functions those of the functions they replace (here an
-/// administrator who also took EXECUTE away from PUBLIC).
+/// working the queue after an administrator migrates it to the latest version, without
+/// granting again: the new lease segments (migration 5), which the batch's statements now
+/// name, get the grants of the old ones, and the new functions those of the functions they
+/// replace, migration 6's truncation included (here an administrator who also took EXECUTE
+/// away from PUBLIC).
 #[tokio::test]
-async fn postgres_grants_made_at_version_4_still_work_after_migration_5() {
+async fn postgres_grants_made_at_version_4_still_work_after_the_migrations() {
     let schema = PgSchema::new("privup");
     let admin = schema.url().to_owned();
     let name = schema.name().to_owned();
@@ -289,6 +298,22 @@ async fn postgres_grants_made_at_version_4_still_work_after_migration_5() {
             .await
             .unwrap();
             assert!(!public, "PUBLIC may not run the new functions either");
+            // The maintenance's truncation, in migration 6's form (NOWAIT).
+            let truncated: i32 = sqlx::query_scalar(sqlx::AssertSqlSafe(format!(
+                "SELECT {quoted}.truncate_drained('ready', ARRAY[5], 7, 0)"
+            )))
+            .fetch_one(queue.postgres_pool().unwrap())
+            .await
+            .unwrap();
+            assert_eq!(truncated, 1, "segment 5 is empty");
+            let public: bool = sqlx::query_scalar(sqlx::AssertSqlSafe(format!(
+                "SELECT has_function_privilege('public', \
+                 '{quoted}.truncate_drained(text, integer[], integer, integer)', 'EXECUTE')"
+            )))
+            .fetch_one(queue.postgres_pool().unwrap())
+            .await
+            .unwrap();
+            assert!(!public, "nor migration 6's");
         }
     })
     .await;

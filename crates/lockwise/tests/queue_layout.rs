@@ -1,7 +1,8 @@
 //! The queue's PostgreSQL storage layout (docs/design/queue-layout-v4.md): a version-3 store
 //! with jobs in every state migrates to the latest version with each job carried over,
 //! sustained load keeps the dead row versions of every queue table bounded without any
-//! VACUUM, and the statements of a batch touch only their jobs' lease segment.
+//! VACUUM, the statements of a batch touch only their jobs' lease segment, and a drained
+//! segment's truncation never queues behind the claims.
 
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
@@ -198,7 +199,7 @@ async fn a_version_3_schema_migrates_to_the_ring_layout_with_jobs_in_every_state
         format!("SELECT max(version)::bigint FROM {quoted}.queue_migrations"),
     )
     .await;
-    assert_eq!(version, Some(5), "the store is at version 5 once opened");
+    assert_eq!(version, Some(6), "the store is at version 6 once opened");
     let old_table: Option<String> = sqlx::query_scalar(sqlx::AssertSqlSafe(format!(
         "SELECT to_regclass('{quoted}.jobs')::text"
     )))
@@ -689,4 +690,85 @@ async fn a_batch_touches_only_the_lease_segment_of_its_jobs() {
         (3, 0, 1),
         "{stats:?}"
     );
+}
+
+/// The truncation of drained segments (v6.sql) gives up at once on a segment another session
+/// holds locked when asked for NOWAIT (`wait_ms` 0), waits no longer than asked otherwise,
+/// refuses a wait outside 0..=1000 ms without touching anything, and empties the segment once
+/// the lock is free.
+#[tokio::test]
+async fn truncation_gives_up_at_once_on_a_locked_segment_and_checks_its_wait() {
+    let schema = PgSchema::new("nowait");
+    let q = lockwise::queue::connect(
+        schema.url(),
+        ConnectOptions::default().queue("q").schema(schema.name()),
+    )
+    .await
+    .expect("PostgreSQL is not reachable; run scripts/services");
+    let pool = q.postgres_pool().unwrap().clone();
+    let quoted = format!("\"{}\"", schema.name());
+    q.enqueue(Job::new(json!({ "n": 0 }))).await.unwrap();
+    let claimed = q.claim("w", 1, Duration::from_secs(30), &[]).await.unwrap();
+    assert_eq!(
+        q.complete(&[(claimed[0].id, claimed[0].attempt)])
+            .await
+            .unwrap(),
+        1
+    );
+    let size = |segment: &'static str| {
+        scalar_i64(
+            &pool,
+            format!("SELECT pg_relation_size('{quoted}.{segment}')"),
+        )
+    };
+    assert!(
+        size("ready_0").await.unwrap() > 0,
+        "the job was in segment 0"
+    );
+    let truncate = |segs: Vec<i32>, wait_ms: Option<i32>| {
+        let (pool, sql) = (
+            pool.clone(),
+            format!("SELECT {quoted}.truncate_drained('ready', $1, 7, $2)"),
+        );
+        async move {
+            let started = Instant::now();
+            let call = sqlx::query_scalar::<_, i32>(sqlx::AssertSqlSafe(sql))
+                .bind(segs)
+                .bind(wait_ms)
+                .fetch_one(&pool);
+            let done = tokio::time::timeout(Duration::from_secs(5), call)
+                .await
+                .expect("the truncation waited for the lock without end");
+            (done, started.elapsed())
+        }
+    };
+
+    for wait_ms in [Some(-1), Some(1001), None] {
+        let (refused, _) = truncate(vec![0], wait_ms).await;
+        assert!(refused.is_err(), "wait_ms {wait_ms:?}: {refused:?}");
+        assert!(size("ready_0").await.unwrap() > 0, "wait_ms {wait_ms:?}");
+    }
+
+    let mut holder = pool.begin().await.unwrap();
+    sqlx::query(sqlx::AssertSqlSafe(format!(
+        "LOCK TABLE {quoted}.ready_0 IN ACCESS SHARE MODE"
+    )))
+    .execute(&mut *holder)
+    .await
+    .unwrap();
+    let (nowait, quick) = truncate(vec![0], Some(0)).await;
+    let (waited, slow) = truncate(vec![0], Some(300)).await;
+    holder.rollback().await.unwrap();
+    assert_eq!(nowait.unwrap(), 0, "the segment was locked");
+    assert_eq!(waited.unwrap(), 0, "the segment was locked");
+    assert!(slow >= Duration::from_millis(300), "{slow:?}");
+    assert!(
+        quick < slow,
+        "NOWAIT took {quick:?}, a 300 ms wait {slow:?}"
+    );
+    assert!(size("ready_0").await.unwrap() > 0);
+
+    let (done, _) = truncate(vec![0], Some(0)).await;
+    assert_eq!(done.unwrap(), 1);
+    assert_eq!(size("ready_0").await, Some(0));
 }

@@ -1,6 +1,7 @@
 //! The queue on PostgreSQL. The SQL is in `sql/postgres/queue/`; the storage layout is
 //! migration 4 (`v4.sql`), designed and measured in `docs/design/queue-layout-v4.md`, and
-//! migration 5 (`v5.sql`) addresses the lease segments one by one.
+//! migration 5 (`v5.sql`) addresses the lease segments one by one; migration 6 (`v6.sql`)
+//! lets the truncation of a drained segment give up at once instead of waiting for its lock.
 //!
 //! # Storage: one table per stage, rings reset by TRUNCATE
 //!
@@ -33,11 +34,13 @@
 //! The price, and the limits:
 //! - every job is written three times (ready, leases, done) instead of once and updated
 //!   twice or thrice; the WAL volume is alike, and no dead index entries pile up;
-//! - a `TRUNCATE` takes an exclusive lock on its segment for a few milliseconds (it gives up
-//!   after 20 ms): a ready segment's makes the claims wait behind it and replan; a lease
-//!   segment's, of the statements of a batch, only those on that segment (see below), and
-//!   the rarer ones (heartbeat, failure, hand-back, reap, cancel, which go through the
-//!   ring's parent);
+//! - a `TRUNCATE` takes an exclusive lock on its segment for a few milliseconds: a ready
+//!   segment's makes the claims wait behind it and replan; a lease segment's, of the
+//!   statements of a batch, only those on that segment (see below), and the rarer ones
+//!   (heartbeat, failure, hand-back, reap, cancel, which go through the ring's parent). A
+//!   lock request that *waits* is queued ahead of every later claim, so the lock is asked
+//!   for with NOWAIT, and only after five rounds in a row that left a drained segment does
+//!   a round wait (20 ms at most): draining a 100k backlog went from 26k to 28–35k jobs/s;
 //! - a ring holds 8,000 ready rows (16 × 500) and 3,200 leases (32 × 100) before its clock
 //!   comes back to a segment. A backlog deeper than that, a job waiting in a queue nobody
 //!   works, or a lease held for many minutes keeps its segment from being truncated: that
@@ -63,6 +66,7 @@
 //! lease (heartbeat, failure, hand-back, reap, cancel).
 
 use std::collections::HashMap;
+use std::sync::atomic::{AtomicU32, Ordering::Relaxed};
 use std::sync::{Arc, PoisonError};
 use std::time::{Duration, SystemTime};
 
@@ -95,7 +99,16 @@ const MIGRATIONS: &[(i32, &str)] = &[
     (3, include_str!("../../sql/postgres/queue/v3.sql")),
     (4, include_str!("../../sql/postgres/queue/v4.sql")),
     (5, include_str!("../../sql/postgres/queue/v5.sql")),
+    (6, include_str!("../../sql/postgres/queue/v6.sql")),
 ];
+
+/// Maintenance rounds in a row that may leave a drained segment of a ring untruncated
+/// because its lock was not free at once (NOWAIT) before one round waits for it.
+const NOWAIT_ROUNDS: u32 = 5;
+
+/// How long a waiting truncation waits for each segment's lock, in ms: a claim asking for
+/// the segment after it waits that long too.
+const TRUNCATION_WAIT_MS: i32 = 20;
 
 /// The segments of the lease ring, which v5.sql's functions name one by one.
 const LEASE_SEGMENTS: i64 = RINGS[1].1;
@@ -298,6 +311,9 @@ pub(super) struct PgDriver {
     /// hint only: a job missing here (claimed by another process, or forgotten past
     /// [`MAX_KNOWN_LEASES`]) goes through the ring's parent, with the same compare-and-set.
     lease_segments: std::sync::Mutex<HashMap<(i64, i32), i16>>,
+    /// For each ring of [`RINGS`], the maintenance rounds in a row that left a drained
+    /// segment untruncated (see [`PgDriver::truncate_drained_segments`]).
+    truncation_misses: [AtomicU32; 2],
 }
 
 /// `(id, attempt)` pairs as the two arrays the statements `unnest`.
@@ -332,6 +348,7 @@ impl PgDriver {
             migrated: OnceCell::new(),
             sealed: std::sync::Mutex::new(None),
             lease_segments: std::sync::Mutex::new(HashMap::new()),
+            truncation_misses: Default::default(),
         }
     }
 
@@ -426,9 +443,13 @@ impl PgDriver {
     /// dead row versions go with their files instead of waiting for VACUUM: every segment
     /// but the one the ring's clock is in and the one just behind it (still being drained,
     /// and where a truncation could race a late statistics report). A segment is truncated
-    /// only when it is empty once locked (`truncate_drained` in v5.sql: one statement and one
-    /// commit per ring, by one process at a time, never waiting more than 20 ms for a lock).
-    /// Returns the segments truncated.
+    /// only when it is empty once locked (`truncate_drained` in v6.sql: one statement and one
+    /// commit per ring, by one process at a time). Returns the segments truncated.
+    ///
+    /// A lock request that waits holds up every claim behind it, so the lock is asked for
+    /// with NOWAIT; only after [`NOWAIT_ROUNDS`] rounds in a row that left a drained segment
+    /// of the ring (a ring's claims can keep its segments locked without a pause) does a
+    /// round wait, at most [`TRUNCATION_WAIT_MS`] per segment.
     async fn truncate_drained_segments(&self) -> Result<u64> {
         let rows: Vec<(String, i32, i64, i64, bool)> = sqlx::query_as(q(&self.sql.rings))
             .fetch_all(&self.pool)
@@ -450,13 +471,26 @@ impl PgDriver {
                 continue;
             }
             tried += drained.len();
+            let misses = &self.truncation_misses[usize::from(ring == "leases")];
+            let wait_ms = if misses.load(Relaxed) < NOWAIT_ROUNDS {
+                0
+            } else {
+                TRUNCATION_WAIT_MS
+            };
             let done: i32 = sqlx::query_scalar(q(&self.sql.truncate_drained))
                 .bind(ring)
                 .bind(&drained)
                 .bind(ADVISORY_CLASS)
+                .bind(wait_ms)
                 .fetch_one(&self.pool)
                 .await?;
-            truncated += u64::try_from(done).unwrap_or(0);
+            let done = usize::try_from(done).unwrap_or(0);
+            if done < drained.len() {
+                misses.fetch_add(1, Relaxed);
+            } else {
+                misses.store(0, Relaxed);
+            }
+            truncated += done as u64;
         }
         tracing::debug!(tried, truncated, took = ?started.elapsed(), "ring segments");
         Ok(truncated)
