@@ -55,8 +55,7 @@ async fn demo(pool: &PgPool, schema: &str) -> Result<(), Box<dyn std::error::Err
     tx.commit().await?;
 
     let report = Worker::new(queue)
-        .concurrency(8)
-        .batch(8)
+        .concurrency(8) // the batch follows: the free handlers, or 100 per claim for short jobs
         .lease(Duration::from_secs(30))
         .timeout(Duration::from_secs(300))
         .run(

@@ -1111,6 +1111,33 @@ async fn prefetched_short_jobs_each_run_once(q: Queue) {
     );
 }
 
+/// A default worker claims short jobs in batches larger than its concurrency: one handler
+/// holds more than a hundred claimed jobs at a time (a claim of one per free handler, as
+/// before, would hold at most four), and each still runs once.
+async fn short_jobs_are_claimed_beyond_the_concurrency_by_default(q: Queue) {
+    let n = 3_000;
+    q.enqueue_many((0..n).map(|i| Job::new(json!({ "n": i }))))
+        .await
+        .unwrap();
+    let stop = CancellationToken::new();
+    let worker = tokio::spawn(fast(&q).concurrency(1).until_idle(true).run(
+        |_job| async move {
+            tokio::task::yield_now().await;
+            Ok::<_, String>(())
+        },
+        stop.clone(),
+    ));
+    let mut most = 0;
+    while !worker.is_finished() {
+        most = most.max(q.stats().await.unwrap().running);
+        sleep(Duration::from_millis(5)).await;
+    }
+    let report = worker.await.unwrap().unwrap();
+    assert_eq!(report.done, n);
+    assert!(most > 100, "at most {most} jobs claimed at once");
+    assert_eq!(q.stats().await.unwrap().unfinished(), 0);
+}
+
 /// `enqueue_many`: ids in input order, new ones ascending; a key already held returns its
 /// job, a key repeated in the call the first job's id, both as duplicates.
 async fn enqueue_many_returns_ids_in_input_order(q: Queue) {
@@ -1363,6 +1390,7 @@ on_both_databases!(
     at_the_end_of_the_grace_handlers_are_asked_to_stop,
     long_jobs_are_not_prefetched_away_from_an_idle_worker,
     prefetched_short_jobs_each_run_once,
+    short_jobs_are_claimed_beyond_the_concurrency_by_default,
     enqueue_many_returns_ids_in_input_order,
     a_bad_job_in_enqueue_many_stores_nothing,
     ten_thousand_jobs_in_one_call_are_all_claimable,
@@ -1633,7 +1661,7 @@ async fn a_version_2_schema_migrates_with_its_jobs_in_flight() {
     .fetch_one(&pool)
     .await
     .unwrap();
-    assert_eq!(version, 5);
+    assert_eq!(version, 6);
 }
 
 /// MariaDB tables of version 2 with jobs in flight migrate to the current version: the running
