@@ -12,6 +12,9 @@ pub(crate) const NO_SUCH_JOB: u8 = 66;
 pub(crate) const BACKEND: u8 = 69;
 /// The lock was lost while the command ran.
 pub(crate) const LOST: u8 = 70;
+/// Standard output could not be written: the reader went away (`| head`) or the disk is
+/// full (sysexits' EX_IOERR). What the command did to the store stands.
+pub(crate) const OUTPUT: u8 = 74;
 /// The lock was not obtained within `--wait` (override with `--conflict-exit-code`).
 pub(crate) const CONFLICT: u8 = 75;
 /// The command was found but could not be executed.
@@ -60,4 +63,18 @@ impl From<lockwise::Error> for Failure {
             message: e.to_string(),
         }
     }
+}
+
+/// Writes `text` and a newline to standard output and flushes it. A reader that went away
+/// (`lockwise queue enqueue --jsonl < jobs | head -1`) is a failure of its own (exit
+/// [`OUTPUT`]), not a panic, and `done` says what had already happened in the store.
+pub(crate) fn print_line(text: &str, done: &str) -> Result<(), Failure> {
+    use std::io::Write;
+    let mut out = std::io::stdout().lock();
+    writeln!(out, "{text}")
+        .and_then(|()| out.flush())
+        .map_err(|e| Failure {
+            code: OUTPUT,
+            message: format!("cannot write to standard output ({e}); {done}"),
+        })
 }

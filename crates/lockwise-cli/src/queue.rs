@@ -495,7 +495,9 @@ async fn dispatch(command: QueueCommand) -> Result<u8, Failure> {
                 }
                 out.push('\n');
             }
-            print!("{out}");
+            if out.pop().is_some() {
+                exit::print_line(&out, "the jobs were enqueued")?;
+            }
         }
         QueueCommand::Enqueue(a) => {
             let payload: serde_json::Value = serde_json::from_slice(&a.payload_text)
@@ -517,32 +519,33 @@ async fn dispatch(command: QueueCommand) -> Result<u8, Failure> {
             job.check()?;
             let queue = open(&a.conn, &a.queue, 1, Store::Migrate).await?;
             let enqueued = queue.enqueue_with_status(job).await?;
-            if a.json {
-                println!(
-                    "{}",
-                    serde_json::json!({"id": enqueued.id.0, "duplicate": enqueued.duplicate})
-                );
+            let line = if a.json {
+                serde_json::json!({"id": enqueued.id.0, "duplicate": enqueued.duplicate})
+                    .to_string()
             } else {
-                println!("{}", enqueued.id);
-            }
+                enqueued.id.to_string()
+            };
+            exit::print_line(&line, "the job was enqueued")?;
         }
         QueueCommand::Stats(a) => {
             let queue = open(&a.conn, &a.queue, 1, Store::Existing).await?;
             let s = queue.stats().await?;
-            if a.json {
-                println!("{}", inspect::stats_json(&a.queue, &s));
+            let text = if a.json {
+                inspect::stats_json(&a.queue, &s).to_string()
             } else {
-                println!("{}", inspect::stats_text(&s));
-            }
+                inspect::stats_text(&s)
+            };
+            exit::print_line(&text, "nothing was changed")?;
         }
         QueueCommand::Dead(a) => {
             let queue = open(&a.conn, &a.queue, 1, Store::Existing).await?;
             for job in queue.dead(a.limit).await? {
-                if a.json {
-                    println!("{}", inspect::dead_json(&job));
+                let line = if a.json {
+                    inspect::dead_json(&job).to_string()
                 } else {
-                    println!("{}", inspect::dead_text(&job));
-                }
+                    inspect::dead_text(&job)
+                };
+                exit::print_line(&line, "nothing was changed")?;
             }
         }
         QueueCommand::Retry(a) => {

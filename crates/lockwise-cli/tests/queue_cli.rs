@@ -596,6 +596,39 @@ fn enqueue_jsonl_adds_every_line_or_none(s: Db) {
     );
 }
 
+/// A reader that goes away before the ids are printed (`| head -0`) ends `enqueue --jsonl`
+/// and `list` with exit 74 and a message, not a panic: the jobs stay enqueued.
+fn a_closed_stdout_is_exit_74_not_a_panic(s: Db) {
+    let closed = |sub: &str, args: &[&str]| {
+        let mut child = queue(&s, sub, args)
+            .stdin(Stdio::piped())
+            .stdout(Stdio::piped())
+            .stderr(Stdio::piped())
+            .spawn()
+            .unwrap();
+        drop(child.stdout.take()); // the reader is gone before anything is written
+        let mut stdin = child.stdin.take().unwrap();
+        let input: String = (0..3)
+            .map(|n| format!("{{\"payload\": {{\"n\": {n}}}}}\n"))
+            .collect();
+        let _ = std::io::Write::write_all(&mut stdin, input.as_bytes());
+        drop(stdin);
+        child.wait_with_output().unwrap()
+    };
+    let out = closed("enqueue", &["--queue", "q", "--jsonl"]);
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(74), "{out:?}");
+    assert!(!stderr.contains("panicked"), "{stderr}");
+    assert!(stderr.contains("the jobs were enqueued"), "{stderr}");
+    assert_eq!(stats(&s)["ready"], 3);
+    let out = closed("list", &["--queue", "q", "--state", "ready"]);
+    assert_eq!(out.status.code(), Some(74), "{out:?}");
+    assert!(
+        !String::from_utf8_lossy(&out.stderr).contains("panicked"),
+        "{out:?}"
+    );
+}
+
 macro_rules! on_databases {
     ($($case:ident),*) => {
         mod postgres { use super::*; $(#[test] fn $case() { super::$case(Db::pg("qcli")) })* }
@@ -625,7 +658,8 @@ on_databases!(
     a_handler_that_ignores_sigterm_is_killed_after_kill_after,
     at_the_end_of_the_grace_a_handler_gets_sigterm_and_its_job_is_handed_back,
     one_worker_works_on_several_queues,
-    enqueue_jsonl_adds_every_line_or_none
+    enqueue_jsonl_adds_every_line_or_none,
+    a_closed_stdout_is_exit_74_not_a_panic
 );
 
 #[test]

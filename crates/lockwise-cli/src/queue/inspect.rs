@@ -155,12 +155,12 @@ pub(super) async fn show(conn: &Conn, id: i64, as_json: bool) -> Result<(), Fail
         .job(JobId(id))
         .await?
         .ok_or_else(|| no_such(format!("no job {id} in this store")))?;
-    if as_json {
-        println!("{}", job_json(&job));
+    let text = if as_json {
+        job_json(&job).to_string()
     } else {
-        println!("{}", job_text(&job));
-    }
-    Ok(())
+        job_text(&job)
+    };
+    exit::print_line(&text, "nothing was changed")
 }
 
 /// `queue list --state S`.
@@ -173,11 +173,12 @@ pub(super) async fn list(
 ) -> Result<(), Failure> {
     let queue = open(conn, queue, 1, Store::Existing).await?;
     for job in queue.list(state, limit).await? {
-        if as_json {
-            println!("{}", job_json(&job));
+        let line = if as_json {
+            job_json(&job).to_string()
         } else {
-            println!("{}", job_line(&job));
-        }
+            job_line(&job)
+        };
+        exit::print_line(&line, "nothing was changed")?;
     }
     Ok(())
 }
