@@ -50,7 +50,8 @@ struct QueueArgs {
     /// Redis]
     #[arg(long, value_name = "URL")]
     redis_url: Option<String>,
-    /// Backlogs of the throughput bench (no-op jobs drained by 8 workers, batch 10); 0 skips it
+    /// Backlogs of the throughput bench (no-op jobs drained by 8 handlers, against 8 tasks
+    /// claiming 10 at a time); 0 skips it
     #[arg(
         long,
         value_delimiter = ',',
@@ -68,6 +69,10 @@ struct QueueArgs {
         value_name = "N,N,…"
     )]
     splits: Vec<u16>,
+    /// The throughput bench's Worker claims at most this many jobs per statement [default:
+    /// the Worker's own batching]
+    #[arg(long, value_parser = clap::value_parser!(u16).range(1..), value_name = "N")]
+    batch: Option<u16>,
     /// Worker counts of exercise 3; 0 skips it
     #[arg(
         long,
@@ -343,7 +348,15 @@ async fn bench_queue(a: QueueArgs) -> Result<u8, Failure> {
         for &split in &a.splits {
             bar.set_message(format!("throughput {backlog}"));
             drained.push(
-                lockwise::bench::throughput(&pg, backlog, usize::from(split), plan, &tick).await?,
+                lockwise::bench::throughput(
+                    &pg,
+                    backlog,
+                    usize::from(split),
+                    a.batch.map(usize::from),
+                    plan,
+                    &tick,
+                )
+                .await?,
             );
         }
     }
@@ -379,7 +392,7 @@ async fn bench_queue(a: QueueArgs) -> Result<u8, Failure> {
         });
         println!("{out}");
     } else {
-        print_throughput(&servers, plan, a.sustained, &drained);
+        print_throughput(&servers, plan, a.sustained, a.batch, &drained);
         if !results.is_empty() {
             print_scaling(plan, &setup, &results);
         }
@@ -389,7 +402,13 @@ async fn bench_queue(a: QueueArgs) -> Result<u8, Failure> {
 }
 
 /// The header, and the throughput table against the raw floor.
-fn print_throughput(servers: &[ServerInfo], plan: Plan, length: Duration, drained: &[Entry]) {
+fn print_throughput(
+    servers: &[ServerInfo],
+    plan: Plan,
+    length: Duration,
+    batch: Option<u16>,
+    drained: &[Entry],
+) {
     let cores = std::thread::available_parallelism().map_or(0, usize::from);
     println!("lockwise bench queue — {cores} cores, servers on this machine:");
     for info in servers {
@@ -431,14 +450,28 @@ fn print_throughput(servers: &[ServerInfo], plan: Plan, length: Duration, draine
             e.dead_tuples_end.unwrap_or(0),
             e.floor_dead_tuples_peak.unwrap_or(0),
         );
+        if let Some(ceiling) = e.ceiling {
+            println!(
+                "ceiling: {} tasks running the jobs back to back with no queue: {} jobs/s \
+                 (lockwise at {:.0} % of it, the floor at {:.0} %)",
+                e.tasks.unwrap_or(0),
+                figure(ceiling),
+                100.0 * e.lockwise.median / ceiling,
+                100.0 * e.floor.as_ref().map_or(0.0, |f| f.median) / ceiling,
+            );
+        }
     }
     if drained.is_empty() {
         return;
     }
     println!(
         "\nthroughput: no-op jobs drained by 8 handlers in one Worker (or split among several), \
-         batch 10, against the naive claim-10 + complete loop\nissued raw by 8 tasks on the same \
+         {}, against the naive claim-10 + complete loop\nissued raw by 8 tasks on the same \
          table; {} rounds per side, alternating; median [min–max]\n",
+        batch.map_or_else(
+            || "the Worker's own batching".to_owned(),
+            |n| format!("batch {n}")
+        ),
         plan.rounds
     );
     println!(

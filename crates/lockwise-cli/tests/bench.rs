@@ -181,8 +181,8 @@ fn bench_queue_smoke_runs_the_lesson_s_exercise_3() {
 }
 
 /// `bench queue --sustained`: a producer holds the queue near the depth while lockwise's
-/// worker, then the naive loop, run 1 ms jobs; both finish jobs and the dead row versions of
-/// the stores are reported.
+/// worker, then the naive loop, run 1 ms jobs; both finish jobs, and the dead row versions of
+/// the stores and the handlers' own ceiling are reported.
 #[test]
 fn bench_queue_sustained_smoke_reports_both_sides_and_dead_tuples() {
     let out = Command::new(BIN)
@@ -221,4 +221,7 @@ fn bench_queue_sustained_smoke_reports_both_sides_and_dead_tuples() {
         "{e}"
     );
     assert!(e["floor_dead_tuples_peak"].as_i64().unwrap() >= 0, "{e}");
+    // The handlers alone: 8 tasks of 1 ms sleeps finish at most 8,000 jobs/s.
+    let ceiling = e["ceiling"].as_f64().unwrap();
+    assert!(ceiling > 0.0 && ceiling <= 8_000.0, "{e}");
 }

@@ -139,6 +139,11 @@ pub struct Entry {
     /// How long each job ran, ms (`sustained`).
     #[serde(skip_serializing_if = "Option::is_none")]
     pub job_ms: Option<f64>,
+    /// The most jobs/s the handlers alone reach, with no queue at all: as many tasks running
+    /// the jobs back to back, in the same process and run (`sustained`). No queue can go
+    /// faster than this.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub ceiling: Option<f64>,
     /// Jobs enqueued per round and side (`enqueue`).
     #[serde(skip_serializing_if = "Option::is_none")]
     pub jobs: Option<u64>,
@@ -230,6 +235,7 @@ impl Entry {
             dead_tuples_end: None,
             floor_dead_tuples_peak: None,
             job_ms: None,
+            ceiling: None,
             jobs: None,
             batch: None,
         })

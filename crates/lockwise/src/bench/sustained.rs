@@ -112,7 +112,32 @@ async fn rounds(pool: &PgPool, load: Load, plan: Plan, tick: &(dyn Fn() + Sync))
     entry.dead_tuples_end = Some(end);
     entry.floor_dead_tuples_peak = Some(floor_peak);
     entry.job_ms = Some(load.job.as_secs_f64() * 1e3);
+    entry.ceiling = Some(ceiling(load, plan.round.min(CEILING_RUN)).await);
     Ok(entry)
+}
+
+/// How long the ceiling is measured at most.
+const CEILING_RUN: Duration = Duration::from_secs(10);
+
+/// The handlers alone: `load.workers` tasks each running `load.job` back to back for
+/// `length`, with no queue at all; jobs/s. A 1 ms sleep takes longer than 1 ms (the timer
+/// ticks by the millisecond), so this, not `workers / job`, is what bounds either side.
+async fn ceiling(load: Load, length: Duration) -> f64 {
+    let ran = Arc::new(AtomicU64::new(0));
+    let started = Instant::now();
+    let until = started + length;
+    let mut set = tokio::task::JoinSet::new();
+    for _ in 0..load.workers {
+        let ran = ran.clone();
+        set.spawn(async move {
+            while Instant::now() < until {
+                sleep(load.job).await;
+                ran.fetch_add(1, Ordering::Relaxed);
+            }
+        });
+    }
+    while set.join_next().await.is_some() {}
+    ran.load(Ordering::Relaxed) as f64 / started.elapsed().as_secs_f64()
 }
 
 /// One side's run, in a store of its own.

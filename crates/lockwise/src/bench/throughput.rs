@@ -1,6 +1,7 @@
 //! Queue throughput against its floor: a backlog of no-op jobs drained by lockwise's
-//! [`Worker`] (8 handlers, batches of 10), and by the naive SKIP LOCKED claim-10 + complete
-//! loop issued raw by 8 tasks on the same table, side by side in one run. pgbench is not
+//! [`Worker`] (8 handlers, its own batching unless a batch is given), and by the naive SKIP
+//! LOCKED claim-10 + complete loop issued raw by 8 tasks on the same table, side by side in
+//! one run. pgbench is not
 //! required: the floor is a raw loop of the same two statements.
 //!
 //! The dead row versions of the table are sampled every 200 ms while each side drains, counted
@@ -24,7 +25,7 @@ use crate::queue::{Queue, Worker};
 const QUEUE: &str = "bench";
 /// Handlers at once, and tasks of the floor.
 const WORKERS: usize = 8;
-/// Jobs per claim, both sides.
+/// Jobs per claim of the floor.
 const BATCH: i64 = 10;
 
 struct Statements {
@@ -38,12 +39,14 @@ struct Statements {
 
 /// Drains a backlog of `backlog` no-op jobs, `plan.rounds` times per side, lockwise and the
 /// floor alternating; unit jobs/s. Lockwise's 8 handlers are split among `split` [`Worker`]s
-/// (1: one worker with 8 handlers; 8: eight with one each; the entry's `workers`). The store
+/// (1: one worker with 8 handlers; 8: eight with one each; the entry's `workers`), each
+/// claiming at most `batch` jobs at a time (`None`: [`Worker`]'s default). The store
 /// is a schema of the bench's own on `url`, dropped at the end.
 pub async fn throughput(
     url: &str,
     backlog: u64,
     split: usize,
+    batch: Option<usize>,
     plan: Plan,
     tick: &(dyn Fn() + Sync),
 ) -> Result<Entry> {
@@ -80,6 +83,7 @@ pub async fn throughput(
         &name,
         backlog,
         split,
+        batch,
         plan,
         tick,
     )
@@ -102,6 +106,7 @@ async fn rounds(
     schema_name: &str,
     backlog: u64,
     split: usize,
+    batch: Option<usize>,
     plan: Plan,
     tick: &(dyn Fn() + Sync),
 ) -> Result<Entry> {
@@ -130,7 +135,7 @@ async fn rounds(
             let sampler = DeadTuples::start(pool.clone(), schema_name.to_owned()).await;
             let started = Instant::now();
             let done = if lockwise {
-                drain_with_workers(queue, split).await?
+                drain_with_workers(queue, split, batch).await?
             } else {
                 drain_raw(pool, sql).await?
             };
@@ -162,16 +167,18 @@ async fn rounds(
 }
 
 /// lockwise's side: 8 handlers split among `split` workers (the rest of 8 / `split` to the
-/// first ones), batches of 10, no-op handler, until drained.
-async fn drain_with_workers(queue: &Queue, split: usize) -> Result<u64> {
+/// first ones), at most `batch` jobs per claim, no-op handler, until drained.
+async fn drain_with_workers(queue: &Queue, split: usize, batch: Option<usize>) -> Result<u64> {
     let mut set = tokio::task::JoinSet::new();
     for i in 0..split {
         let handlers = WORKERS / split + usize::from(i < WORKERS % split);
-        let worker = Worker::new(queue.clone())
+        let mut worker = Worker::new(queue.clone())
             .concurrency(handlers)
-            .batch(BATCH as usize)
             .poll_interval(Duration::from_millis(20))
             .until_idle(true);
+        if let Some(batch) = batch {
+            worker = worker.batch(batch);
+        }
         set.spawn(worker.run(
             |_job| async { Ok::<_, String>(()) },
             CancellationToken::new(),
