@@ -10,7 +10,7 @@ use lockwise::bench::scaling::Scaling;
 use lockwise::bench::{Entry, Plan, ServerInfo, Spread, lock};
 use serde_json::json;
 
-use crate::exit::{self, Failure};
+use crate::exit::{self, Failure, outln};
 
 mod chart;
 
@@ -245,11 +245,12 @@ async fn bench_lock(a: LockArgs) -> Result<u8, Failure> {
             "skipped": skipped,
             "results": results,
         });
-        println!("{out}");
+        print_out(&out.to_string())
     } else {
-        print_table(&servers, &skipped, plan, &results);
+        let mut out = String::new();
+        print_table(&mut out, &servers, &skipped, plan, &results);
+        print_out(&out)
     }
-    Ok(0)
 }
 
 async fn bench_queue(a: QueueArgs) -> Result<u8, Failure> {
@@ -390,19 +391,21 @@ async fn bench_queue(a: QueueArgs) -> Result<u8, Failure> {
                      "io_ms": setup.io.as_secs_f64() * 1e3},
             "results": drained.iter().chain(&results).chain(&enqueued).collect::<Vec<_>>(),
         });
-        println!("{out}");
+        print_out(&out.to_string())
     } else {
-        print_throughput(&servers, plan, a.sustained, a.batch, &drained);
+        let mut out = String::new();
+        print_throughput(&mut out, &servers, plan, a.sustained, a.batch, &drained);
         if !results.is_empty() {
-            print_scaling(plan, &setup, &results);
+            print_scaling(&mut out, plan, &setup, &results);
         }
-        print_enqueue(plan, &enqueued);
+        print_enqueue(&mut out, plan, &enqueued);
+        print_out(&out)
     }
-    Ok(0)
 }
 
 /// The header, and the throughput table against the raw floor.
 fn print_throughput(
+    out: &mut String,
     servers: &[ServerInfo],
     plan: Plan,
     length: Duration,
@@ -410,14 +413,18 @@ fn print_throughput(
     drained: &[Entry],
 ) {
     let cores = std::thread::available_parallelism().map_or(0, usize::from);
-    println!("lockwise bench queue — {cores} cores, servers on this machine:");
+    outln!(
+        out,
+        "lockwise bench queue — {cores} cores, servers on this machine:"
+    );
     for info in servers {
         let settings: Vec<String> = info
             .settings
             .iter()
             .map(|(k, v)| format!("{k}={v}"))
             .collect();
-        println!(
+        outln!(
+            out,
             "  {} {} ({})",
             info.backend,
             info.version,
@@ -427,7 +434,8 @@ fn print_throughput(
     let (sustained, drained): (Vec<&Entry>, Vec<&Entry>) =
         drained.iter().partition(|e| e.bench == "sustained");
     for e in sustained {
-        println!(
+        outln!(
+            out,
             "\nsustained: a producer holds the queue near {} jobs while {} workers run {} ms jobs, \
              {} run(s) of {:?} per side\n(lockwise: one Worker; floor: the naive claim-10 + complete \
              loop, jobs run one after the other per task); no VACUUM from the bench\n",
@@ -437,11 +445,15 @@ fn print_throughput(
             e.rounds,
             length,
         );
-        println!(
+        outln!(
+            out,
             "{:<24} {:<24} {:<18} most n_dead_tup of any table: lockwise peak / end, floor peak",
-            "lockwise jobs/s", "floor jobs/s", "ratio"
+            "lockwise jobs/s",
+            "floor jobs/s",
+            "ratio"
         );
-        println!(
+        outln!(
+            out,
             "{:<24} {:<24} {:<18} {} / {}, {}",
             spread(&e.lockwise),
             e.floor.as_ref().map_or_else(|| "-".to_owned(), spread),
@@ -451,7 +463,8 @@ fn print_throughput(
             e.floor_dead_tuples_peak.unwrap_or(0),
         );
         if let Some(ceiling) = e.ceiling {
-            println!(
+            outln!(
+                out,
                 "ceiling: {} tasks running the jobs back to back with no queue: {} jobs/s \
                  (lockwise at {:.0} % of it, the floor at {:.0} %)",
                 e.tasks.unwrap_or(0),
@@ -464,7 +477,8 @@ fn print_throughput(
     if drained.is_empty() {
         return;
     }
-    println!(
+    outln!(
+        out,
         "\nthroughput: no-op jobs drained by 8 handlers in one Worker (or split among several), \
          {}, against the naive claim-10 + complete loop\nissued raw by 8 tasks on the same \
          table; {} rounds per side, alternating; median [min–max]\n",
@@ -474,12 +488,18 @@ fn print_throughput(
         ),
         plan.rounds
     );
-    println!(
+    outln!(
+        out,
         "{:>8} {:>8}  {:<24} {:<24} {:<18} n_dead_tup peak / end",
-        "backlog", "workers", "lockwise jobs/s", "floor jobs/s", "ratio"
+        "backlog",
+        "workers",
+        "lockwise jobs/s",
+        "floor jobs/s",
+        "ratio"
     );
     for e in drained {
-        println!(
+        outln!(
+            out,
             "{:>8} {:>8}  {:<24} {:<24} {:<18} {} / {}",
             e.backlog.unwrap_or(0),
             match e.workers.unwrap_or(1).max(1) {
@@ -496,11 +516,12 @@ fn print_throughput(
 }
 
 /// The enqueue table: one producer's enqueue_many against the same rows inserted raw.
-fn print_enqueue(plan: Plan, enqueued: &[Entry]) {
+fn print_enqueue(out: &mut String, plan: Plan, enqueued: &[Entry]) {
     let Some(first) = enqueued.first() else {
         return;
     };
-    println!(
+    outln!(
+        out,
         "\nenqueue: one producer enqueues {} no-op jobs with enqueue_many in calls of {}, against \
          the same rows\ninserted raw, one statement per {}; {} rounds per side, alternating; \
          median [min–max]\n",
@@ -509,12 +530,16 @@ fn print_enqueue(plan: Plan, enqueued: &[Entry]) {
         first.batch.unwrap_or(0),
         plan.rounds
     );
-    println!(
+    outln!(
+        out,
         "{:<10} {:<24} {:<24} ratio",
-        "backend", "lockwise jobs/s", "floor jobs/s"
+        "backend",
+        "lockwise jobs/s",
+        "floor jobs/s"
     );
     for e in enqueued {
-        println!(
+        outln!(
+            out,
             "{:<10} {:<24} {:<24} {}",
             e.backend,
             spread(&e.lockwise),
@@ -525,13 +550,17 @@ fn print_enqueue(plan: Plan, enqueued: &[Entry]) {
 }
 
 /// The exercise-3 table, with the lesson's structural reason beside the figures.
-fn print_scaling(plan: Plan, setup: &Scaling, results: &[Entry]) {
-    println!("\nthe lesson's exercise 3:");
-    println!(
+fn print_scaling(out: &mut String, plan: Plan, setup: &Scaling, results: &[Entry]) {
+    outln!(out, "\nthe lesson's exercise 3:");
+    outln!(
+        out,
         "{} runs of {:?} per strategy and worker count, alternating; {:?} of I/O per job; median\n",
-        plan.rounds, plan.round, setup.io
+        plan.rounds,
+        plan.round,
+        setup.io
     );
-    println!(
+    outln!(
+        out,
         "{:<13} {:>7} {:>9} {:>11} {:>12} {:>11} {:>10} {:>11} {:>10}",
         "strategy",
         "workers",
@@ -553,7 +582,8 @@ fn print_scaling(plan: Plan, setup: &Scaling, results: &[Entry]) {
             (Some(n), Some(one)) if one > 0.0 => format!("{:.2}", n / one),
             _ => "-".to_owned(),
         };
-        println!(
+        outln!(
+            out,
             "{:<13} {:>7} {:>9} {:>11} {:>12} {:>11} {:>10} {:>11} {:>10}",
             strategy,
             e.workers.unwrap_or(0),
@@ -567,7 +597,8 @@ fn print_scaling(plan: Plan, setup: &Scaling, results: &[Entry]) {
             opt(e.dead_tuples_per_job),
         );
     }
-    println!(
+    outln!(
+        out,
         "\nWhy SKIP LOCKED is faster by structure, not only by the numbers (the lesson):\n\
          1. One lock makes the queue sequential: one worker inside at a time, the others are\n   \
             refused and sleep 50 ms. More workers add only more refused attempts.\n\
@@ -583,6 +614,15 @@ fn print_scaling(plan: Plan, setup: &Scaling, results: &[Entry]) {
 }
 
 /// The machine: cores, for the header.
+/// Prints the report, a closed stdout being exit 74 like every command's.
+fn print_out(report: &str) -> Result<u8, Failure> {
+    exit::print_line(
+        report.strip_suffix('\n').unwrap_or(report),
+        "the measurements ran but their report is lost",
+    )?;
+    Ok(0)
+}
+
 fn machine() -> serde_json::Value {
     let cores = std::thread::available_parallelism().map_or(0, usize::from);
     json!({"cores": cores, "os": std::env::consts::OS, "arch": std::env::consts::ARCH})
@@ -672,20 +712,25 @@ fn spread(s: &Spread) -> String {
 }
 
 fn print_table(
+    out: &mut String,
     servers: &[(String, ServerInfo)],
     skipped: &[String],
     plan: Plan,
     results: &[Entry],
 ) {
     let cores = std::thread::available_parallelism().map_or(0, usize::from);
-    println!("lockwise bench lock — {cores} cores, servers on this machine:");
+    outln!(
+        out,
+        "lockwise bench lock — {cores} cores, servers on this machine:"
+    );
     for (_, info) in servers {
         let settings: Vec<String> = info
             .settings
             .iter()
             .map(|(k, v)| format!("{k}={v}"))
             .collect();
-        println!(
+        outln!(
+            out,
             "  {} {} ({})",
             info.backend,
             info.version,
@@ -693,15 +738,23 @@ fn print_table(
         );
     }
     for s in skipped {
-        println!("  not measured: {s}");
+        outln!(out, "  not measured: {s}");
     }
-    println!(
+    outln!(
+        out,
         "{} rounds of {:?} per side, lockwise and floor alternating; median [min–max]\n",
-        plan.rounds, plan.round
+        plan.rounds,
+        plan.round
     );
-    println!(
+    outln!(
+        out,
         "{:<11} {:<9} {:>5}  {:<34} {:<24} {:<18} detail",
-        "bench", "backend", "tasks", "lockwise", "floor", "ratio"
+        "bench",
+        "backend",
+        "tasks",
+        "lockwise",
+        "floor",
+        "ratio"
     );
     for e in results {
         let detail = match e.bench.as_str() {
@@ -720,7 +773,8 @@ fn print_table(
             ),
             _ => String::new(),
         };
-        println!(
+        outln!(
+            out,
             "{:<11} {:<9} {:>5}  {:<34} {:<24} {:<18} {}",
             e.bench,
             e.backend,

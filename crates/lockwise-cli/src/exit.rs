@@ -49,9 +49,11 @@ impl Failure {
         }
     }
 
-    /// Prints the message as `lockwise: …` and returns the exit code.
+    /// Prints the message as `lockwise: …` and returns the exit code. A stderr that is
+    /// gone too (`lockwise lab 2>&1 | head`) leaves the exit code to tell.
     pub(crate) fn report(self) -> u8 {
-        eprintln!("lockwise: {}", self.message);
+        use std::io::Write;
+        let _ = writeln!(std::io::stderr(), "lockwise: {}", self.message);
         self.code
     }
 }
@@ -78,3 +80,17 @@ pub(crate) fn print_line(text: &str, done: &str) -> Result<(), Failure> {
             message: format!("cannot write to standard output ({e}); {done}"),
         })
 }
+
+/// `writeln!` into a `String`, the text a command prints at its end with [`print_line`]:
+/// writing into memory cannot fail, so a closed stdout is met in one place.
+macro_rules! outln {
+    ($out:expr) => {
+        $out.push('\n')
+    };
+    ($out:expr, $($arg:tt)*) => {{
+        use std::fmt::Write as _;
+        // A `String` accepts every write; the result is only for a `Display` that fails.
+        let _ = writeln!($out, $($arg)*);
+    }};
+}
+pub(crate) use outln;

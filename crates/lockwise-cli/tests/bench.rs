@@ -4,7 +4,7 @@
 
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
-use std::process::Command;
+use std::process::{Command, Stdio};
 
 const BIN: &str = env!("CARGO_BIN_EXE_lockwise");
 
@@ -66,6 +66,29 @@ fn bench_lock_smoke_measures_every_server_beside_its_floor() {
     for label in ["redis", "postgres", "mysql", "sequential", "concurrent"] {
         assert!(chart.contains(label), "{label} missing from the chart");
     }
+}
+
+/// `lockwise bench lock | head -1`: the report is lost, not a panic (exit 74).
+#[test]
+fn a_closed_stdout_is_exit_74_not_a_panic() {
+    let mut child = Command::new(BIN)
+        .args([
+            "bench",
+            "lock",
+            "--smoke",
+            "--url",
+            "redis://127.0.0.1:6379/",
+        ])
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    drop(child.stdout.take()); // the reader is gone before anything is written
+    let out = child.wait_with_output().unwrap();
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(74), "{stderr}");
+    assert!(!stderr.contains("panicked"), "{stderr}");
+    assert!(stderr.contains("their report is lost"), "{stderr}");
 }
 
 #[test]

@@ -610,3 +610,35 @@ fn partition_on_postgres() {
 fn partition_on_file() {
     partition(Backend::file());
 }
+
+/// `lockwise lab | head -1`: the reader goes away, the lab stops with exit 74 after the
+/// scenario it was printing, cleans up, and does not panic.
+#[test]
+fn a_closed_stdout_stops_the_lab_with_exit_74() {
+    let backend = Backend::file();
+    let mut child = Command::new(BIN)
+        .args(["lab", "fencing", "--url", &backend.url()])
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    drop(child.stdout.take()); // the reader is gone before anything is written
+    let out = child.wait_with_output().unwrap();
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(74), "{stderr}");
+    assert!(!stderr.contains("panicked"), "{stderr}");
+    assert!(
+        stderr.contains("cannot write to standard output"),
+        "{stderr}"
+    );
+    // `lockwise lab 2>&1 | head`: stderr is gone too; the exit code still tells.
+    let mut child = Command::new(BIN)
+        .args(["lab", "fencing", "--url", &backend.url()])
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    drop(child.stdout.take());
+    drop(child.stderr.take());
+    assert_eq!(child.wait().unwrap().code(), Some(74));
+}

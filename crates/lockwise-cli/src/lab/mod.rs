@@ -90,30 +90,49 @@ pub(crate) async fn run(args: LabArgs) -> u8 {
         } else {
             String::new()
         };
-        println!(
+        let header = format!(
             "lockwise lab: backend {} ({}), TTL {}, pause {}{queue}; times are UTC\n",
             lab.backend.name(),
             redact_url(&lab.url),
             humantime::format_duration(lab.ttl),
             humantime::format_duration(lab.pause),
         );
+        if let Err(failure) = exit::print_line(&header, "no scenario ran") {
+            lab.clean_up().await;
+            return failure.report();
+        }
     }
     let mut reports = Vec::new();
     for scenario in chosen {
         let report = lab.run(scenario).await;
         if lab.text {
-            timeline::print_report(&lab.clock, &report);
+            let text = timeline::report(&lab.clock, &report);
+            // Nobody reads on (`lockwise lab | head`): the scenarios left are not run.
+            let done = format!("the lab stopped after scenario {}", scenario.name);
+            if let Err(failure) = exit::print_line(without_newline(&text), &done) {
+                lab.clean_up().await;
+                return failure.report();
+            }
         }
         reports.push(report);
     }
     lab.clean_up().await;
-    if lab.text && reports.len() > 1 {
-        timeline::print_summary(&reports);
-    }
-    if !lab.text {
-        println!("{}", report::json(&reports));
+    let printed = if !lab.text {
+        exit::print_line(&report::json(&reports).to_string(), "the lab ran")
+    } else if reports.len() > 1 {
+        exit::print_line(without_newline(&timeline::summary(&reports)), "the lab ran")
+    } else {
+        Ok(())
+    };
+    if let Err(failure) = printed {
+        return failure.report();
     }
     report::exit_status(&reports)
+}
+
+/// `text` less the one newline that [`exit::print_line`] adds back.
+fn without_newline(text: &str) -> &str {
+    text.strip_suffix('\n').unwrap_or(text)
 }
 
 /// Reports a failure that stops the lab before any scenario: on stderr, and with `--json` as
@@ -121,10 +140,9 @@ pub(crate) async fn run(args: LabArgs) -> u8 {
 fn failed(json: bool, code: u8, message: String) -> u8 {
     eprintln!("lockwise lab: {message}");
     if json {
-        println!(
-            "{}",
-            serde_json::json!({ "error": message, "exit_code": code })
-        );
+        let error = serde_json::json!({ "error": message, "exit_code": code });
+        // The failure is already said on stderr and in the exit code; stdout may be gone too.
+        let _ = exit::print_line(&error.to_string(), "");
     }
     code
 }

@@ -7,6 +7,7 @@ use lockwise::lease::boottime_nanos;
 
 use super::judge::owner_of;
 use super::report::{Report, Variant};
+use crate::exit::outln;
 
 /// Turns `CLOCK_BOOTTIME` stamps into wall-clock times of day.
 #[derive(Debug, Clone, Copy)]
@@ -41,23 +42,25 @@ impl Clock {
     }
 }
 
-/// Prints one scenario.
-pub(super) fn print_report(clock: &Clock, report: &Report) {
-    println!("== {} ==", report.scenario.banner());
+/// One scenario's text.
+pub(super) fn report(clock: &Clock, report: &Report) -> String {
+    let mut out = String::new();
+    outln!(out, "== {} ==", report.scenario.banner());
     if let Some(reason) = &report.not_run {
-        println!("   {reason}\n");
-        return;
+        outln!(out, "   {reason}\n");
+        return out;
     }
     for v in &report.variants {
-        print_variant(clock, v);
+        variant(&mut out, clock, v);
     }
-    println!();
+    outln!(out);
+    out
 }
 
-fn print_variant(clock: &Clock, v: &Variant) {
-    println!("\n-- {}", v.name);
+fn variant(out: &mut String, clock: &Clock, v: &Variant) {
+    outln!(out, "\n-- {}", v.name);
     if !v.predicts.is_empty() {
-        println!("   the lesson predicts: {}", v.predicts);
+        outln!(out, "   the lesson predicts: {}", v.predicts);
     }
     if !v.actors.is_empty() {
         let actors: Vec<String> = v
@@ -65,11 +68,14 @@ fn print_variant(clock: &Clock, v: &Variant) {
             .iter()
             .map(|(name, pid)| format!("{name} (pid {pid})"))
             .collect();
-        println!("   processes: {}", actors.join(", "));
+        outln!(out, "   processes: {}", actors.join(", "));
     }
     let (shown, which) = iteration_excerpt(&v.events);
     if let Some((n, of)) = which {
-        println!("   (iteration {n} of {of} in full; --json has every event)");
+        outln!(
+            out,
+            "   (iteration {n} of {of} in full; --json has every event)"
+        );
     }
     let mut i = 0;
     while i < shown.len() {
@@ -87,7 +93,8 @@ fn print_variant(clock: &Clock, v: &Variant) {
                     What::JobEnqueued { job } => job.as_str(),
                     _ => "",
                 };
-                println!(
+                outln!(
+                    out,
                     "{:<6}{}  enqueued jobs {job}–{last} ({run} jobs)",
                     format!("[{}]", e.process),
                     clock.format(e.at)
@@ -96,7 +103,8 @@ fn print_variant(clock: &Clock, v: &Variant) {
                 continue;
             }
         }
-        println!(
+        outln!(
+            out,
             "{:<6}{}  {}",
             format!("[{}]", e.process),
             clock.format(e.at),
@@ -110,14 +118,14 @@ fn print_variant(clock: &Clock, v: &Variant) {
         .any(|e| matches!(e.what, What::JobEnqueued { .. }));
     // A measured scenario (scaling) records no events: its remarks carry what it saw.
     if !v.events.is_empty() {
-        println!("   verdict: {}", verdict_line(&v.verdict, jobs));
+        outln!(out, "   verdict: {}", verdict_line(&v.verdict, jobs));
     }
     for remark in &v.remarks {
-        println!("   {remark}");
+        outln!(out, "   {remark}");
     }
     match &v.outcome {
-        Ok(seen) => println!("   AS PREDICTED: {seen}"),
-        Err(why) => println!("   NOT AS PREDICTED: {why}"),
+        Ok(seen) => outln!(out, "   AS PREDICTED: {seen}"),
+        Err(why) => outln!(out, "   NOT AS PREDICTED: {why}"),
     }
 }
 
@@ -235,9 +243,10 @@ fn verdict_line(v: &Verdict, jobs: bool) -> String {
 }
 
 /// The table after a run of every scenario.
-pub(super) fn print_summary(reports: &[Report]) {
-    println!("\n== summary ==");
-    println!("{:<19} {:<62} result", "scenario", "variant");
+pub(super) fn summary(reports: &[Report]) -> String {
+    let mut out = String::new();
+    outln!(out, "\n== summary ==");
+    outln!(out, "{:<19} {:<62} result", "scenario", "variant");
     for r in reports {
         if let Some(reason) = &r.not_run {
             let short = if reason.starts_with("NOT RUN") {
@@ -245,7 +254,7 @@ pub(super) fn print_summary(reports: &[Report]) {
             } else {
                 "NOT RUN (not applicable)"
             };
-            println!("{:<19} {:<62} {short}", r.scenario.name, "-");
+            outln!(out, "{:<19} {:<62} {short}", r.scenario.name, "-");
             continue;
         }
         for v in &r.variants {
@@ -254,10 +263,14 @@ pub(super) fn print_summary(reports: &[Report]) {
             } else {
                 "NOT AS PREDICTED"
             };
-            println!("{:<19} {:<62} {result}", r.scenario.name, v.name);
+            outln!(out, "{:<19} {:<62} {result}", r.scenario.name, v.name);
         }
     }
     let ran = reports.iter().filter(|r| r.not_run.is_none()).count();
     let passed = reports.iter().filter(|r| r.passed()).count();
-    println!("\n{passed} of {ran} scenarios that ran behaved as the lesson predicts.");
+    outln!(
+        out,
+        "\n{passed} of {ran} scenarios that ran behaved as the lesson predicts."
+    );
+    out
 }
