@@ -199,7 +199,7 @@ async fn a_version_3_schema_migrates_to_the_ring_layout_with_jobs_in_every_state
         format!("SELECT max(version)::bigint FROM {quoted}.queue_migrations"),
     )
     .await;
-    assert_eq!(version, Some(6), "the store is at version 6 once opened");
+    assert_eq!(version, Some(7), "the store is at version 7 once opened");
     let old_table: Option<String> = sqlx::query_scalar(sqlx::AssertSqlSafe(format!(
         "SELECT to_regclass('{quoted}.jobs')::text"
     )))
@@ -771,4 +771,138 @@ async fn truncation_gives_up_at_once_on_a_locked_segment_and_checks_its_wait() {
     let (done, _) = truncate(vec![0], Some(0)).await;
     assert_eq!(done.unwrap(), 1);
     assert_eq!(size("ready_0").await, Some(0));
+}
+
+/// Migration 7 replaces the batch functions of a version-6 store, whose acknowledgement and
+/// confirmation also named the whole batch in each lease's probe (`l.id = ANY(…)`): a job
+/// claimed under version 6 is confirmed and acknowledged under version 7, and the grants of
+/// the functions stand.
+#[tokio::test]
+async fn a_version_6_store_gets_the_batch_functions_of_version_7_with_a_job_in_flight() {
+    let schema = PgSchema::new("v7");
+    let q = lockwise::queue::connect(
+        schema.url(),
+        ConnectOptions::default().queue("q").schema(schema.name()),
+    )
+    .await
+    .expect("PostgreSQL is not reachable; run scripts/services");
+    let pool = q.postgres_pool().unwrap().clone();
+    let quoted = format!("\"{}\"", schema.name());
+    let functions = "'ack', 'claim', 'claim_any', 'confirm_started'";
+    let defs = format!(
+        "SELECT string_agg(pg_get_functiondef(p.oid), E'\\n') FROM pg_proc p \
+         WHERE p.pronamespace = '{quoted}'::regnamespace AND p.proname IN ({functions})"
+    );
+    let probe = "WHERE l.id = f.id AND l.attempt = f.attempt";
+    let old_probe = "WHERE l.id = ANY(ARRAY[f.id]) AND l.id = f.id AND l.attempt = f.attempt";
+    let text = |sql: String| {
+        let pool = pool.clone();
+        async move {
+            sqlx::query_scalar::<_, String>(sqlx::AssertSqlSafe(sql))
+                .fetch_one(&pool)
+                .await
+                .unwrap()
+        }
+    };
+    let current = text(defs.clone()).await;
+    // Four functions, each with a branch per lease segment and one for the whole ring.
+    assert!(current.matches(probe).count() >= 4 * 33, "{current}");
+    assert!(!current.contains("l.id = ANY("), "{current}");
+
+    // The store as version 6 left it: the same functions with the old probe, a grant on one,
+    // and a job claimed but not yet confirmed.
+    let exec = |sql: String| {
+        let pool = pool.clone();
+        async move {
+            sqlx::query(sqlx::AssertSqlSafe(sql))
+                .execute(&pool)
+                .await
+                .unwrap();
+        }
+    };
+    exec(format!(
+        "DO $$ DECLARE f oid; BEGIN \
+           FOR f IN SELECT p.oid FROM pg_proc p \
+                     WHERE p.pronamespace = '{quoted}'::regnamespace \
+                       AND p.proname IN ({functions}) LOOP \
+             EXECUTE replace(pg_get_functiondef(f), '{probe}', '{old_probe}'); \
+           END LOOP; END $$"
+    ))
+    .await;
+    exec(format!(
+        "DELETE FROM {quoted}.queue_migrations WHERE version = 7"
+    ))
+    .await;
+    exec(format!(
+        "GRANT EXECUTE ON FUNCTION {quoted}.confirm_started(bigint[], integer[], smallint[]) \
+         TO pg_monitor"
+    ))
+    .await;
+    assert!(text(defs.clone()).await.contains(old_probe));
+    let id = q.enqueue(Job::new(json!({ "n": 1 }))).await.unwrap();
+    let claimed = q.claim("w", 1, Duration::from_secs(30), &[]).await.unwrap();
+    assert_eq!(claimed.len(), 1);
+    assert_eq!(claimed[0].id, id);
+
+    // A new process opens the store: migration 7 runs.
+    let reopened = lockwise::queue::connect(
+        schema.url(),
+        ConnectOptions::default().queue("q").schema(schema.name()),
+    )
+    .await
+    .unwrap();
+    let version = scalar_i64(
+        &pool,
+        format!("SELECT max(version)::bigint FROM {quoted}.queue_migrations"),
+    )
+    .await;
+    assert_eq!(version, Some(7));
+    let migrated = text(defs).await;
+    assert!(!migrated.contains("l.id = ANY("), "{migrated}");
+    assert_eq!(
+        migrated.matches(probe).count(),
+        current.matches(probe).count()
+    );
+    let granted = text(format!(
+        "SELECT has_function_privilege('pg_monitor', \
+         '{quoted}.confirm_started(bigint[], integer[], smallint[])', 'EXECUTE')::text"
+    ))
+    .await;
+    assert_eq!(granted, "true", "the grant on a replaced function stands");
+
+    // The job claimed under version 6 is confirmed and acknowledged under version 7.
+    assert_eq!(
+        reopened
+            .confirm_started(&[(claimed[0].id, claimed[0].attempt)])
+            .await
+            .unwrap(),
+        vec![id]
+    );
+    assert_eq!(
+        reopened
+            .complete(&[(claimed[0].id, claimed[0].attempt)])
+            .await
+            .unwrap(),
+        1
+    );
+    assert_eq!(
+        reopened.job(id).await.unwrap().unwrap().state,
+        JobState::Done
+    );
+    // And a worker drains new jobs through the replaced claim.
+    reopened
+        .enqueue_many((0..50).map(|n| Job::new(json!({ "n": n }))))
+        .await
+        .unwrap();
+    let report = Worker::new(reopened.clone())
+        .concurrency(4)
+        .until_idle(true)
+        .run(
+            |_ctx: JobContext| async { Ok::<(), String>(()) },
+            CancellationToken::new(),
+        )
+        .await
+        .unwrap();
+    assert_eq!(report.done, 50);
+    assert_eq!(reopened.stats().await.unwrap().ready, 0);
 }

@@ -1,7 +1,8 @@
 //! The queue on PostgreSQL. The SQL is in `sql/postgres/queue/`; the storage layout is
 //! migration 4 (`v4.sql`), designed and measured in `docs/design/queue-layout-v4.md`, and
 //! migration 5 (`v5.sql`) addresses the lease segments one by one; migration 6 (`v6.sql`)
-//! lets the truncation of a drained segment give up at once instead of waiting for its lock.
+//! lets the truncation of a drained segment give up at once instead of waiting for its lock;
+//! migration 7 (`v7.sql`) probes each lease of a batch by its id alone.
 //!
 //! # Storage: one table per stage, rings reset by TRUNCATE
 //!
@@ -100,6 +101,7 @@ const MIGRATIONS: &[(i32, &str)] = &[
     (4, include_str!("../../sql/postgres/queue/v4.sql")),
     (5, include_str!("../../sql/postgres/queue/v5.sql")),
     (6, include_str!("../../sql/postgres/queue/v6.sql")),
+    (7, include_str!("../../sql/postgres/queue/v7.sql")),
 ];
 
 /// Maintenance rounds in a row that may leave a drained segment of a ring untruncated

@@ -11,7 +11,7 @@
 WITH acked AS (
     DELETE FROM {leases} l
      USING unnest({ids}::bigint[], {attempts}::int[], {segs}::smallint[]) AS f(id, attempt, seg)
-     WHERE l.id = ANY({ids}::bigint[]) AND l.id = f.id AND l.attempt = f.attempt
+     WHERE l.id = f.id AND l.attempt = f.attempt
        AND {segment}
     RETURNING l.*
 )

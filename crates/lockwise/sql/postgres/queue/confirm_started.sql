@@ -12,5 +12,5 @@
 UPDATE {leases} l
    SET started = true
   FROM unnest($1::bigint[], $2::int[], $3::smallint[]) AS f(id, attempt, seg)
- WHERE l.id = ANY($1::bigint[]) AND l.id = f.id AND l.attempt = f.attempt AND {segment}
+ WHERE l.id = f.id AND l.attempt = f.attempt AND {segment}
 RETURNING l.id
