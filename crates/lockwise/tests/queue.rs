@@ -100,8 +100,7 @@ async fn the_claim_plan_uses_the_index_and_limits_before_updating() {
         .execute(q.postgres_pool().unwrap())
         .await
         .unwrap();
-    let claim = include_str!("../sql/postgres/queue/claim.sql")
-        .replace("{schema}", &format!("\"{schema}\""));
+    let claim = claim_statement(&q, schema, "claim").await;
     let mut tx = q.postgres_pool().unwrap().begin().await.unwrap();
     // The claim functions' own setting (v5.sql).
     sqlx::query("SET LOCAL enable_seqscan = off")
@@ -131,6 +130,21 @@ async fn the_claim_plan_uses_the_index_and_limits_before_updating() {
     assert_deletes_by_address(&plan, &text);
 }
 
+/// The claim statement of the schema's function `function` (claim or claim_any) as
+/// migrated: what follows its `RETURN QUERY`.
+async fn claim_statement(q: &Queue, schema: &str, function: &str) -> String {
+    let def: String = sqlx::query_scalar(sqlx::AssertSqlSafe(format!(
+        "SELECT pg_get_functiondef(p.oid) FROM pg_proc p \
+         WHERE p.pronamespace = '\"{schema}\"'::regnamespace AND p.proname = '{function}'"
+    )))
+    .fetch_one(q.postgres_pool().unwrap())
+    .await
+    .unwrap();
+    let start = def.find("RETURN QUERY").expect("the claim's RETURN QUERY") + 12;
+    let end = def[start..].find(";\nEND").expect("the claim's end") + start;
+    def[start..end].to_owned()
+}
+
 /// `node` reads every ready segment through its claim index, merged in the claim's order.
 fn assert_claim_index_scans(node: &serde_json::Value, text: &str) {
     assert_eq!(node["Node Type"], "Merge Append", "{text}");
@@ -145,20 +159,23 @@ fn assert_claim_index_scans(node: &serde_json::Value, text: &str) {
     }
 }
 
-/// The claim's `moved` DELETE reaches the ready segments by address (a TID scan each), never
-/// by scanning a segment or its id index.
+/// The claim deletes from each ready segment by address (one TID scan of that segment, in a
+/// `moved_<k>` CTE of its own), never by scanning a segment or its id index, nor by looking
+/// an address up in another segment.
 fn assert_deletes_by_address(plan: &serde_json::Value, text: &str) {
-    let moved = find(plan, &|n| n["Subplan Name"] == "CTE moved");
-    assert_eq!(moved.len(), 1, "{text}");
-    let scans = find(moved[0], &|n| {
-        n["Node Type"].is_string()
-            && n["Relation Name"]
-                .as_str()
-                .is_some_and(|r| r.starts_with("ready_"))
-    });
-    assert_eq!(scans.len(), 16, "{text}");
-    for scan in scans {
-        assert_eq!(scan["Node Type"], "Tid Scan", "{text}");
+    for k in 0..16 {
+        let moved = find(plan, &|n| n["Subplan Name"] == format!("CTE moved_{k}"));
+        assert_eq!(moved.len(), 1, "moved_{k}: {text}");
+        let scans = find(moved[0], &|n| {
+            n["Node Type"].is_string()
+                && n["Relation Name"]
+                    .as_str()
+                    .is_some_and(|r| r.starts_with("ready"))
+                && n["Operation"].is_null()
+        });
+        assert_eq!(scans.len(), 1, "moved_{k}: {text}");
+        assert_eq!(scans[0]["Node Type"], "Tid Scan", "moved_{k}: {text}");
+        assert_eq!(scans[0]["Relation Name"], format!("ready_{k}"), "{text}");
     }
 }
 
@@ -178,8 +195,7 @@ async fn the_claim_plan_of_several_queues_limits_each_queue_from_the_index() {
         .execute(q.postgres_pool().unwrap())
         .await
         .unwrap();
-    let claim = include_str!("../sql/postgres/queue/claim_any.sql")
-        .replace("{schema}", &format!("\"{schema}\""));
+    let claim = claim_statement(&q, schema, "claim_any").await;
     let mut tx = q.postgres_pool().unwrap().begin().await.unwrap();
     // The claim functions' own setting (v5.sql).
     sqlx::query("SET LOCAL enable_seqscan = off")

@@ -247,12 +247,38 @@ fn migration_text(text: &str, channel: &str) -> String {
         )
         .replace(
             "{claim}",
-            include_str!("../../sql/postgres/queue/claim.sql"),
+            &include_str!("../../sql/postgres/queue/claim.sql").replace("{moved}", &moved()),
         )
         .replace(
             "{claim_any}",
-            include_str!("../../sql/postgres/queue/claim_any.sql"),
+            &include_str!("../../sql/postgres/queue/claim_any.sql").replace("{moved}", &moved()),
         )
+}
+
+/// The claims' `{moved}`: claim_moved.sql (without its comment) once per ready segment, then
+/// `moved`, the union of what they deleted.
+fn moved() -> String {
+    let one = without_comments(include_str!("../../sql/postgres/queue/claim_moved.sql"));
+    let segments = RINGS[0].1;
+    let deletes: Vec<String> = (0..segments)
+        .map(|k| one.replace("{k}", &k.to_string()))
+        .collect();
+    let union: Vec<String> = (0..segments)
+        .map(|k| format!("SELECT * FROM moved_{k}"))
+        .collect();
+    format!(
+        "{}\nmoved AS (\n    {}\n),",
+        deletes.join("\n"),
+        union.join("\n    UNION ALL ")
+    )
+}
+
+/// `sql` without its comment lines.
+fn without_comments(sql: &str) -> String {
+    sql.lines()
+        .filter(|line| !line.starts_with("--"))
+        .collect::<Vec<_>>()
+        .join("\n")
 }
 
 /// `statement` (ack.sql or confirm_started.sql, without its comment) once per lease
@@ -260,11 +286,7 @@ fn migration_text(text: &str, channel: &str) -> String {
 /// segment's own table for a known segment, the ring's parent for jobs whose segment is not
 /// known (NULL) or not one of the ring's. Each branch is `lead`, the statement, then `after`.
 fn segment_branches(statement: &str, lead: &str, after: &str) -> String {
-    let body = statement
-        .lines()
-        .filter(|line| !line.starts_with("--"))
-        .collect::<Vec<_>>()
-        .join("\n");
+    let body = without_comments(statement);
     let branch = |test: String, leases: String, segment: String| {
         let statement = body
             .replace("{leases}", &leases)

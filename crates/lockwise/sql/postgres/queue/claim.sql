@@ -2,14 +2,15 @@
 -- called by claim_call.sql: a change here needs a migration that replaces the function.
 -- Locks at most $2 due jobs with SKIP LOCKED in a MATERIALIZED CTE, in the claim index's
 -- order across the ready ring (a merge of its segments' indexes), then moves exactly those
--- into leases with the attempt raised by one: never the `WHERE id IN (SELECT … LIMIT n)`
--- form, which some plans evaluate more than once. Delayed jobs that came due are claimed
+-- into leases with the attempt raised by one, each deleted from its own ready segment by row
+-- address (claim_moved.sql): never the `WHERE id IN (SELECT … LIMIT n)` form, which some
+-- plans evaluate more than once. Delayed jobs that came due are claimed
 -- straight from scheduled, in the same order. Each claimed job comes back with its lease
 -- segment (`seg`), which the worker's acknowledgement and confirmation name.
 -- $1 queue, $2 batch size, $3 lease (seconds), $4 worker id.
 -- Claimed jobs are not started until the worker confirms them (confirm_started.sql).
 WITH next AS MATERIALIZED (
-    SELECT false AS delayed, id, ctid AS tid, priority, run_at
+    SELECT false AS delayed, id, seg, ctid AS tid, priority, run_at
       FROM {schema}.ready
      WHERE queue = $1 AND run_at <= now()
      ORDER BY priority, run_at, id
@@ -17,7 +18,7 @@ WITH next AS MATERIALIZED (
        FOR UPDATE SKIP LOCKED
 ),
 came_due AS MATERIALIZED (
-    SELECT true AS delayed, id, NULL::tid AS tid, priority, run_at
+    SELECT true AS delayed, id, NULL::smallint AS seg, NULL::tid AS tid, priority, run_at
       FROM {schema}.scheduled
      WHERE queue = $1 AND run_at <= now()
      ORDER BY priority, run_at, id
@@ -25,21 +26,11 @@ came_due AS MATERIALIZED (
        FOR UPDATE SKIP LOCKED
 ),
 chosen AS MATERIALIZED (
-    SELECT delayed, id, tid FROM (SELECT * FROM next UNION ALL SELECT * FROM came_due) c
+    SELECT delayed, id, seg, tid FROM (SELECT * FROM next UNION ALL SELECT * FROM came_due) c
      ORDER BY priority, run_at, id
      LIMIT $2
 ),
-moved AS (
-    -- By row address (a TID scan per segment) and id: the ids are unique across the ring, so
-    -- exactly the chosen rows. A join, or ids alone, was planned as scans of whole segments;
-    -- `id + 0` keeps the id index out of it, where the planner would otherwise scan each
-    -- segment's id index too (15 % of the claim's time).
-    DELETE FROM {schema}.ready r
-     WHERE r.ctid = ANY (ARRAY(SELECT tid FROM chosen WHERE NOT delayed))
-       AND r.id + 0 = ANY (ARRAY(SELECT id FROM chosen WHERE NOT delayed))
-    RETURNING r.id, r.queue, r.priority, r.run_at, r.payload, r.attempt, r.max_attempts,
-              r.idempotency_key, r.created_at, r.last_error, r.errors
-),
+{moved}
 promoted AS (
     DELETE FROM {schema}.scheduled s
      WHERE s.id = ANY ((SELECT array_agg(id) FROM chosen WHERE delayed)::bigint[])

@@ -6,10 +6,10 @@
 -- index's order (SKIP LOCKED); the $2 first of them all are claimed. The others stay locked
 -- until the statement ends, a few milliseconds during which other claimers skip them.
 WITH next AS MATERIALIZED (
-    SELECT false AS delayed, c.id, c.tid, c.priority, c.run_at
+    SELECT false AS delayed, c.id, c.seg, c.tid, c.priority, c.run_at
       FROM unnest($1::text[]) AS q(name)
      CROSS JOIN LATERAL (
-        SELECT id, ctid AS tid, priority, run_at
+        SELECT id, seg, ctid AS tid, priority, run_at
           FROM {schema}.ready
          WHERE queue = q.name AND run_at <= now()
          ORDER BY priority, run_at, id
@@ -18,7 +18,7 @@ WITH next AS MATERIALIZED (
      ) c
 ),
 came_due AS MATERIALIZED (
-    SELECT true AS delayed, id, NULL::tid AS tid, priority, run_at
+    SELECT true AS delayed, id, NULL::smallint AS seg, NULL::tid AS tid, priority, run_at
       FROM {schema}.scheduled
      WHERE queue = ANY($1::text[]) AND run_at <= now()
      ORDER BY priority, run_at, id
@@ -26,21 +26,11 @@ came_due AS MATERIALIZED (
        FOR UPDATE SKIP LOCKED
 ),
 chosen AS MATERIALIZED (
-    SELECT delayed, id, tid FROM (SELECT * FROM next UNION ALL SELECT * FROM came_due) c
+    SELECT delayed, id, seg, tid FROM (SELECT * FROM next UNION ALL SELECT * FROM came_due) c
      ORDER BY priority, run_at, id
      LIMIT $2
 ),
-moved AS (
-    -- By row address (a TID scan per segment) and id: the ids are unique across the ring, so
-    -- exactly the chosen rows. A join, or ids alone, was planned as scans of whole segments;
-    -- `id + 0` keeps the id index out of it, where the planner would otherwise scan each
-    -- segment's id index too (15 % of the claim's time).
-    DELETE FROM {schema}.ready r
-     WHERE r.ctid = ANY (ARRAY(SELECT tid FROM chosen WHERE NOT delayed))
-       AND r.id + 0 = ANY (ARRAY(SELECT id FROM chosen WHERE NOT delayed))
-    RETURNING r.id, r.queue, r.priority, r.run_at, r.payload, r.attempt, r.max_attempts,
-              r.idempotency_key, r.created_at, r.last_error, r.errors
-),
+{moved}
 promoted AS (
     DELETE FROM {schema}.scheduled s
      WHERE s.id = ANY ((SELECT array_agg(id) FROM chosen WHERE delayed)::bigint[])

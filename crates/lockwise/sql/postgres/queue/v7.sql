@@ -1,5 +1,6 @@
 -- Queue schema, version 7: the acknowledgement and the confirmation of a batch probe each
--- job's lease by its id alone. {schema} is the quoted, validated schema name.
+-- job's lease by its id alone, and a claim deletes each chosen job from its own ready
+-- segment. {schema} is the quoted, validated schema name.
 --
 -- Their statements (ack.sql, confirm_started.sql) also said `l.id = ANY(ids)` beside
 -- `l.id = f.id`. In the plan, a nested loop over the batch with an index scan of the lease
@@ -7,8 +8,14 @@
 -- deduplicated the whole array again (PostgreSQL prepares array keys on every rescan), a
 -- hundred sorts of a hundred ids per statement. Without it each probe is one index lookup:
 -- draining 10k no-op jobs went from 16.0k to 17.9k jobs/s (median of 16 drains each,
--- alternating). The functions of version 5 are replaced with the same text otherwise, their
--- grants kept.
+-- alternating).
+--
+-- The claim deleted the chosen jobs through the ready ring's parent by row address, and a row
+-- address means nothing outside its segment: each of the hundred addresses was looked up in
+-- all sixteen segments (PostgreSQL 15 does not prune partitions at run time for a DELETE),
+-- and the rows found had to be told apart by id against the whole batch. Now each segment's
+-- DELETE gets the addresses of its own rows only (claim_moved.sql). The functions of version
+-- 5 are replaced with the same text otherwise, their grants kept.
 
 -- Acknowledges finished jobs (moves them to done); returns how many. $1 ids, $2 attempts,
 -- $3 their lease segments.
