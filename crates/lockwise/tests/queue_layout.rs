@@ -793,8 +793,8 @@ async fn a_version_6_store_gets_the_batch_functions_of_version_7_with_a_job_in_f
         "SELECT string_agg(pg_get_functiondef(p.oid), E'\\n') FROM pg_proc p \
          WHERE p.pronamespace = '{quoted}'::regnamespace AND p.proname IN ({functions})"
     );
-    let probe = "WHERE l.id = f.id AND l.attempt = f.attempt";
-    let old_probe = "WHERE l.id = ANY(ARRAY[f.id]) AND l.id = f.id AND l.attempt = f.attempt";
+    let probe = "l.id = f.id AND l.attempt = f.attempt";
+    let old_probe = "l.id = ANY(ARRAY[f.id]) AND l.id = f.id AND l.attempt = f.attempt";
     let text = |sql: String| {
         let pool = pool.clone();
         async move {
@@ -905,4 +905,51 @@ async fn a_version_6_store_gets_the_batch_functions_of_version_7_with_a_job_in_f
         .unwrap();
     assert_eq!(report.done, 50);
     assert_eq!(reopened.stats().await.unwrap().ready, 0);
+}
+
+/// An acknowledgement and a heartbeat of the same leases, sent at once from two connections,
+/// never deadlock (PostgreSQL would break the cycle after `deadlock_timeout`, 1 s, failing
+/// one of them): both lock the leases in (segment, id) order. The jobs of each round span
+/// three lease segments, and the two statements name them in opposite orders.
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn an_acknowledgement_and_a_heartbeat_of_the_same_jobs_never_deadlock() {
+    let schema = PgSchema::new("ackbeat");
+    let q = lockwise::queue::connect(
+        schema.url(),
+        ConnectOptions::default().queue("q").schema(schema.name()),
+    )
+    .await
+    .expect("PostgreSQL is not reachable; run scripts/services");
+    let lease = Duration::from_secs(30);
+    for round in 0..30 {
+        q.enqueue_many((0..250).map(|n| Job::new(json!({ "n": n }))))
+            .await
+            .unwrap();
+        let claimed = q.claim("w", 250, lease, &[]).await.unwrap();
+        assert_eq!(claimed.len(), 250);
+        let mut jobs: Vec<(JobId, i32)> = claimed.iter().map(|j| (j.id, j.attempt)).collect();
+        assert_eq!(q.confirm_started(&jobs).await.unwrap().len(), 250);
+        // The acknowledgement names the jobs newest first, the heartbeat oldest first; which
+        // statement comes first alternates.
+        jobs.sort();
+        let beat = jobs.clone();
+        jobs.reverse();
+        let started = Instant::now();
+        let (beaten, acked) = if round % 2 == 0 {
+            tokio::join!(q.heartbeat(&beat, lease), q.complete(&jobs))
+        } else {
+            let (acked, beaten) = tokio::join!(q.complete(&jobs), q.heartbeat(&beat, lease));
+            (beaten, acked)
+        };
+        let beaten = beaten.unwrap_or_else(|e| panic!("round {round}: heartbeat: {e}"));
+        let acked = acked.unwrap_or_else(|e| panic!("round {round}: acknowledgement: {e}"));
+        assert_eq!(acked, 250, "round {round}");
+        assert!(beaten.len() <= 250, "round {round}");
+        assert!(
+            started.elapsed() < Duration::from_millis(900),
+            "round {round}: the two waited {:?}",
+            started.elapsed()
+        );
+    }
+    assert_eq!(q.stats().await.unwrap().running, 0);
 }

@@ -8,11 +8,22 @@
 -- truncation of one waits for none of it.
 -- {ids} finished job ids, {attempts} their attempts, {segs} their lease segments (parameters
 -- of the function, filled in at migration).
-WITH acked AS (
+WITH locked AS MATERIALIZED (
+    -- Locked in id order (each branch in turn, by segment): a heartbeat locks its rows in the
+    -- same (segment, id) order (heartbeat.sql), so an acknowledgement and a heartbeat that
+    -- share jobs never wait for each other in a cycle, a deadlock that PostgreSQL breaks only
+    -- after `deadlock_timeout` (1 s), failing one of them.
+    SELECT l.id
+      FROM {leases} l
+      JOIN unnest({ids}::bigint[], {attempts}::int[], {segs}::smallint[]) AS f(id, attempt, seg)
+        ON l.id = f.id AND l.attempt = f.attempt AND {segment}
+     ORDER BY l.id
+       FOR UPDATE OF l
+),
+acked AS (
     DELETE FROM {leases} l
-     USING unnest({ids}::bigint[], {attempts}::int[], {segs}::smallint[]) AS f(id, attempt, seg)
-     WHERE l.id = f.id AND l.attempt = f.attempt
-       AND {segment}
+     USING locked k
+     WHERE l.id = k.id
     RETURNING l.*
 )
 INSERT INTO {schema}.done (id, queue, state, priority, run_at, payload, attempt, max_attempts,

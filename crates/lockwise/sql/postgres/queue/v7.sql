@@ -16,6 +16,12 @@
 -- and the rows found had to be told apart by id against the whole batch. Now each segment's
 -- DELETE gets the addresses of its own rows only (claim_moved.sql). The functions of version
 -- 5 are replaced with the same text otherwise, their grants kept.
+--
+-- And an acknowledgement locks its jobs' leases segment by segment in ascending order, each
+-- in id order, the order in which a heartbeat now locks them (ack.sql, heartbeat.sql): under
+-- sustained load an acknowledgement (riding a claim) and a heartbeat of jobs that had just
+-- finished locked two leases in opposite orders, a deadlock that stalled both for
+-- `deadlock_timeout` (1 s) before the claim failed.
 
 -- Acknowledges finished jobs (moves them to done); returns how many. $1 ids, $2 attempts,
 -- $3 their lease segments.
@@ -27,7 +33,7 @@ DECLARE
     moved bigint;
     total bigint := 0;
 BEGIN
-    FOR k IN SELECT DISTINCT u.seg FROM unnest($1, $3) AS u(id, seg) LOOP
+    FOR k IN SELECT DISTINCT u.seg FROM unnest($1, $3) AS u(id, seg) ORDER BY 1 LOOP
 {ack}
     END LOOP;
     RETURN total;
@@ -44,7 +50,7 @@ DECLARE
     moved bigint;
     total bigint := 0;
 BEGIN
-    FOR k IN SELECT DISTINCT u.seg FROM unnest($5, $7) AS u(id, seg) LOOP
+    FOR k IN SELECT DISTINCT u.seg FROM unnest($5, $7) AS u(id, seg) ORDER BY 1 LOOP
 {ack_finished}
     END LOOP;
     RETURN QUERY
@@ -62,7 +68,7 @@ DECLARE
     moved bigint;
     total bigint := 0;
 BEGIN
-    FOR k IN SELECT DISTINCT u.seg FROM unnest($5, $7) AS u(id, seg) LOOP
+    FOR k IN SELECT DISTINCT u.seg FROM unnest($5, $7) AS u(id, seg) ORDER BY 1 LOOP
 {ack_finished}
     END LOOP;
     RETURN QUERY
@@ -79,7 +85,7 @@ DECLARE
     k smallint;
 BEGIN
     PERFORM set_config('synchronous_commit', 'off', true);
-    FOR k IN SELECT DISTINCT u.seg FROM unnest($1, $3) AS u(id, seg) LOOP
+    FOR k IN SELECT DISTINCT u.seg FROM unnest($1, $3) AS u(id, seg) ORDER BY 1 LOOP
 {confirm}
     END LOOP;
 END
