@@ -4,7 +4,7 @@
 
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
-use std::process::{Command, Stdio};
+use std::process::Command;
 
 const BIN: &str = env!("CARGO_BIN_EXE_lockwise");
 
@@ -71,20 +71,16 @@ fn bench_lock_smoke_measures_every_server_beside_its_floor() {
 /// `lockwise bench lock | head -1`: the report is lost, not a panic (exit 74).
 #[test]
 fn a_closed_stdout_is_exit_74_not_a_panic() {
-    let mut child = Command::new(BIN)
-        .args([
+    let out = lockwise_testkit::output_to_a_closed_pipe(
+        Command::new(BIN).args([
             "bench",
             "lock",
             "--smoke",
             "--url",
             "redis://127.0.0.1:6379/",
-        ])
-        .stdout(Stdio::piped())
-        .stderr(Stdio::piped())
-        .spawn()
-        .unwrap();
-    drop(child.stdout.take()); // the reader is gone before anything is written
-    let out = child.wait_with_output().unwrap();
+        ]),
+        false,
+    );
     let stderr = String::from_utf8_lossy(&out.stderr);
     assert_eq!(out.status.code(), Some(74), "{stderr}");
     assert!(!stderr.contains("panicked"), "{stderr}");

@@ -616,14 +616,12 @@ fn partition_on_file() {
 #[test]
 fn a_closed_stdout_stops_the_lab_with_exit_74() {
     let backend = Backend::file();
-    let mut child = Command::new(BIN)
-        .args(["lab", "fencing", "--url", &backend.url()])
-        .stdout(Stdio::piped())
-        .stderr(Stdio::piped())
-        .spawn()
-        .unwrap();
-    drop(child.stdout.take()); // the reader is gone before anything is written
-    let out = child.wait_with_output().unwrap();
+    let lab = || {
+        let mut command = Command::new(BIN);
+        command.args(["lab", "fencing", "--url", &backend.url()]);
+        command
+    };
+    let out = lockwise_testkit::output_to_a_closed_pipe(&mut lab(), false);
     let stderr = String::from_utf8_lossy(&out.stderr);
     assert_eq!(out.status.code(), Some(74), "{stderr}");
     assert!(!stderr.contains("panicked"), "{stderr}");
@@ -632,13 +630,6 @@ fn a_closed_stdout_stops_the_lab_with_exit_74() {
         "{stderr}"
     );
     // `lockwise lab 2>&1 | head`: stderr is gone too; the exit code still tells.
-    let mut child = Command::new(BIN)
-        .args(["lab", "fencing", "--url", &backend.url()])
-        .stdout(Stdio::piped())
-        .stderr(Stdio::piped())
-        .spawn()
-        .unwrap();
-    drop(child.stdout.take());
-    drop(child.stderr.take());
-    assert_eq!(child.wait().unwrap().code(), Some(74));
+    let out = lockwise_testkit::output_to_a_closed_pipe(&mut lab(), true);
+    assert_eq!(out.status.code(), Some(74));
 }

@@ -257,6 +257,24 @@ impl Drop for TestDatabase {
     }
 }
 
+/// Runs `command` with its standard output (and, with `stderr_too`, its standard error)
+/// closed before it writes anything, as `command | head -0` (or `command 2>&1 | head -0`):
+/// the reader is gone.
+pub fn output_to_a_closed_pipe(command: &mut Command, stderr_too: bool) -> std::process::Output {
+    let mut child = command
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap_or_else(|e| panic!("cannot start {command:?}: {e}"));
+    drop(child.stdout.take());
+    if stderr_too {
+        drop(child.stderr.take());
+    }
+    child
+        .wait_with_output()
+        .unwrap_or_else(|e| panic!("cannot wait for {command:?}: {e}"))
+}
+
 /// A TCP port that nothing listens on (bound and closed again).
 pub fn closed_port() -> u16 {
     free_port()

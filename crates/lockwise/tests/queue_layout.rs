@@ -110,6 +110,18 @@ const OLD_JOBS: &[OldJob] = &[
     },
 ];
 
+/// A queue `q` in a fresh schema of its own, opened (migrated) with `connect`.
+async fn open(label: &str) -> (PgSchema, Queue) {
+    let schema = PgSchema::new(label);
+    let q = lockwise::queue::connect(
+        schema.url(),
+        ConnectOptions::default().queue("q").schema(schema.name()),
+    )
+    .await
+    .expect("PostgreSQL is not reachable; run scripts/services");
+    (schema, q)
+}
+
 async fn scalar_i64(pool: &PgPool, sql: String) -> Option<i64> {
     sqlx::query_scalar(sqlx::AssertSqlSafe(sql))
         .fetch_one(pool)
@@ -578,13 +590,7 @@ async fn stats_count_finished_jobs_exactly_across_sealing_and_pruning() {
 /// ones are.
 #[tokio::test]
 async fn delayed_jobs_that_came_due_are_claimed_by_priority() {
-    let schema = PgSchema::new("due");
-    let q = lockwise::queue::connect(
-        schema.url(),
-        ConnectOptions::default().queue("q").schema(schema.name()),
-    )
-    .await
-    .expect("PostgreSQL is not reachable; run scripts/services");
+    let (_schema, q) = open("due").await;
     let low = q
         .enqueue(
             Job::new(json!("low"))
@@ -698,13 +704,7 @@ async fn a_batch_touches_only_the_lease_segment_of_its_jobs() {
 /// the lock is free.
 #[tokio::test]
 async fn truncation_gives_up_at_once_on_a_locked_segment_and_checks_its_wait() {
-    let schema = PgSchema::new("nowait");
-    let q = lockwise::queue::connect(
-        schema.url(),
-        ConnectOptions::default().queue("q").schema(schema.name()),
-    )
-    .await
-    .expect("PostgreSQL is not reachable; run scripts/services");
+    let (schema, q) = open("nowait").await;
     let pool = q.postgres_pool().unwrap().clone();
     let quoted = format!("\"{}\"", schema.name());
     q.enqueue(Job::new(json!({ "n": 0 }))).await.unwrap();
@@ -779,13 +779,7 @@ async fn truncation_gives_up_at_once_on_a_locked_segment_and_checks_its_wait() {
 /// the functions stand.
 #[tokio::test]
 async fn a_version_6_store_gets_the_batch_functions_of_version_7_with_a_job_in_flight() {
-    let schema = PgSchema::new("v7");
-    let q = lockwise::queue::connect(
-        schema.url(),
-        ConnectOptions::default().queue("q").schema(schema.name()),
-    )
-    .await
-    .expect("PostgreSQL is not reachable; run scripts/services");
+    let (schema, q) = open("v7").await;
     let pool = q.postgres_pool().unwrap().clone();
     let quoted = format!("\"{}\"", schema.name());
     let functions = "'ack', 'claim', 'claim_any', 'confirm_started'";
@@ -913,13 +907,7 @@ async fn a_version_6_store_gets_the_batch_functions_of_version_7_with_a_job_in_f
 /// three lease segments, and the two statements name them in opposite orders.
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
 async fn an_acknowledgement_and_a_heartbeat_of_the_same_jobs_never_deadlock() {
-    let schema = PgSchema::new("ackbeat");
-    let q = lockwise::queue::connect(
-        schema.url(),
-        ConnectOptions::default().queue("q").schema(schema.name()),
-    )
-    .await
-    .expect("PostgreSQL is not reachable; run scripts/services");
+    let (_schema, q) = open("ackbeat").await;
     let lease = Duration::from_secs(30);
     for round in 0..30 {
         q.enqueue_many((0..250).map(|n| Job::new(json!({ "n": n }))))
