@@ -901,15 +901,16 @@ async fn a_version_6_store_gets_the_batch_functions_of_version_7_with_a_job_in_f
     assert_eq!(reopened.stats().await.unwrap().ready, 0);
 }
 
-/// An acknowledgement and a heartbeat of the same leases, sent at once from two connections,
-/// never deadlock (PostgreSQL would break the cycle after `deadlock_timeout`, 1 s, failing
-/// one of them): both lock the leases in (segment, id) order. The jobs of each round span
-/// three lease segments, and the two statements name them in opposite orders.
+/// An acknowledgement, or a hand-back, and a heartbeat of the same leases, sent at once from
+/// two connections, never deadlock (PostgreSQL would break the cycle after
+/// `deadlock_timeout`, 1 s, failing one of them): all lock the leases in (segment, id) order.
+/// The jobs of each round span three lease segments, and the two statements name them in
+/// opposite orders.
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
-async fn an_acknowledgement_and_a_heartbeat_of_the_same_jobs_never_deadlock() {
+async fn an_acknowledgement_or_a_hand_back_and_a_heartbeat_of_the_same_jobs_never_deadlock() {
     let (_schema, q) = open("ackbeat").await;
     let lease = Duration::from_secs(30);
-    for round in 0..30 {
+    for round in 0..40 {
         q.enqueue_many((0..250).map(|n| Job::new(json!({ "n": n }))))
             .await
             .unwrap();
@@ -917,25 +918,37 @@ async fn an_acknowledgement_and_a_heartbeat_of_the_same_jobs_never_deadlock() {
         assert_eq!(claimed.len(), 250);
         let mut jobs: Vec<(JobId, i32)> = claimed.iter().map(|j| (j.id, j.attempt)).collect();
         assert_eq!(q.confirm_started(&jobs).await.unwrap().len(), 250);
-        // The acknowledgement names the jobs newest first, the heartbeat oldest first; which
-        // statement comes first alternates.
+        // The ending statement names the jobs newest first, the heartbeat oldest first; which
+        // statement comes first alternates, and so does the ending one.
         jobs.sort();
         let beat = jobs.clone();
         jobs.reverse();
-        let started = Instant::now();
-        let (beaten, acked) = if round % 2 == 0 {
-            tokio::join!(q.heartbeat(&beat, lease), q.complete(&jobs))
+        let (ending, hand_back) = if round % 4 < 2 {
+            ("acknowledgement", false)
         } else {
-            let (acked, beaten) = tokio::join!(q.complete(&jobs), q.heartbeat(&beat, lease));
-            (beaten, acked)
+            ("hand-back", true)
+        };
+        let end = || async {
+            if hand_back {
+                q.hand_back(&jobs).await
+            } else {
+                q.complete(&jobs).await
+            }
+        };
+        let started = Instant::now();
+        let (beaten, ended) = if round % 2 == 0 {
+            tokio::join!(q.heartbeat(&beat, lease), end())
+        } else {
+            let (ended, beaten) = tokio::join!(end(), q.heartbeat(&beat, lease));
+            (beaten, ended)
         };
         let beaten = beaten.unwrap_or_else(|e| panic!("round {round}: heartbeat: {e}"));
-        let acked = acked.unwrap_or_else(|e| panic!("round {round}: acknowledgement: {e}"));
-        assert_eq!(acked, 250, "round {round}");
+        let ended = ended.unwrap_or_else(|e| panic!("round {round}: {ending}: {e}"));
+        assert_eq!(ended, 250, "round {round}: {ending}");
         assert!(beaten.len() <= 250, "round {round}");
         assert!(
             started.elapsed() < Duration::from_millis(900),
-            "round {round}: the two waited {:?}",
+            "round {round}: the {ending} and the heartbeat waited {:?}",
             started.elapsed()
         );
     }
