@@ -113,13 +113,27 @@ const OLD_JOBS: &[OldJob] = &[
 /// A queue `q` in a fresh schema of its own, opened (migrated) with `connect`.
 async fn open(label: &str) -> (PgSchema, Queue) {
     let schema = PgSchema::new(label);
-    let q = lockwise::queue::connect(
+    let q = reopen(&schema).await;
+    (schema, q)
+}
+
+/// The queue `q` of `schema`, opened as a new process would: `connect` migrates it.
+async fn reopen(schema: &PgSchema) -> Queue {
+    lockwise::queue::connect(
         schema.url(),
         ConnectOptions::default().queue("q").schema(schema.name()),
     )
     .await
-    .expect("PostgreSQL is not reachable; run scripts/services");
-    (schema, q)
+    .expect("PostgreSQL is not reachable; run scripts/services")
+}
+
+/// The latest migration applied to the schema `quoted`.
+async fn version(pool: &PgPool, quoted: &str) -> Option<i64> {
+    scalar_i64(
+        pool,
+        format!("SELECT max(version)::bigint FROM {quoted}.queue_migrations"),
+    )
+    .await
 }
 
 async fn scalar_i64(pool: &PgPool, sql: String) -> Option<i64> {
@@ -199,19 +213,13 @@ async fn a_version_3_schema_migrates_to_the_ring_layout_with_jobs_in_every_state
     .unwrap();
     let max_old = ids.values().map(|id| id.0).max().unwrap().max(pruned);
 
-    let q = lockwise::queue::connect(
-        schema.url(),
-        ConnectOptions::default().queue("q").schema(schema.name()),
-    )
-    .await
-    .unwrap();
+    let q = reopen(&schema).await;
 
-    let version = scalar_i64(
-        &pool,
-        format!("SELECT max(version)::bigint FROM {quoted}.queue_migrations"),
-    )
-    .await;
-    assert_eq!(version, Some(7), "the store is at version 7 once opened");
+    assert_eq!(
+        version(&pool, &quoted).await,
+        Some(7),
+        "the store is at version 7 once opened"
+    );
     let old_table: Option<String> = sqlx::query_scalar(sqlx::AssertSqlSafe(format!(
         "SELECT to_regclass('{quoted}.jobs')::text"
     )))
@@ -839,18 +847,8 @@ async fn a_version_6_store_gets_the_batch_functions_of_version_7_with_a_job_in_f
     assert_eq!(claimed[0].id, id);
 
     // A new process opens the store: migration 7 runs.
-    let reopened = lockwise::queue::connect(
-        schema.url(),
-        ConnectOptions::default().queue("q").schema(schema.name()),
-    )
-    .await
-    .unwrap();
-    let version = scalar_i64(
-        &pool,
-        format!("SELECT max(version)::bigint FROM {quoted}.queue_migrations"),
-    )
-    .await;
-    assert_eq!(version, Some(7));
+    let reopened = reopen(&schema).await;
+    assert_eq!(version(&pool, &quoted).await, Some(7));
     let migrated = text(defs).await;
     assert!(!migrated.contains("l.id = ANY("), "{migrated}");
     assert_eq!(
@@ -945,7 +943,13 @@ async fn an_acknowledgement_or_a_hand_back_and_a_heartbeat_of_the_same_jobs_neve
         let beaten = beaten.unwrap_or_else(|e| panic!("round {round}: heartbeat: {e}"));
         let ended = ended.unwrap_or_else(|e| panic!("round {round}: {ending}: {e}"));
         assert_eq!(ended, 250, "round {round}: {ending}");
-        assert!(beaten.len() <= 250, "round {round}");
+        // Whichever came first, the heartbeat extended only jobs it named.
+        assert!(
+            beaten
+                .iter()
+                .all(|id| beat.iter().any(|(job, _)| job == id)),
+            "round {round}: {beaten:?}"
+        );
         assert!(
             started.elapsed() < Duration::from_millis(900),
             "round {round}: the {ending} and the heartbeat waited {:?}",

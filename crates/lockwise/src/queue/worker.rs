@@ -203,7 +203,7 @@ pub struct Worker {
     /// `None`: as many as the concurrency, and [`SHORT_JOBS_BATCH`] while short jobs are
     /// prefetched.
     batch: Option<usize>,
-    /// `None`: a batch per claim in flight but one.
+    /// `None`: from the pace of the handlers and the claims (see [`Worker::prefetch`]).
     prefetch: Option<usize>,
     lease: Duration,
     timeout: Option<Duration>,

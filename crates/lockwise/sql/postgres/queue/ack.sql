@@ -10,7 +10,7 @@
 -- of the function, filled in at migration).
 WITH locked AS MATERIALIZED (
     -- Locked in id order (each branch in turn, by segment): a heartbeat locks its rows in the
-    -- same (segment, id) order (heartbeat.sql), so an acknowledgement and a heartbeat that
+    -- same (segment, id) order (locked_leases.sql), so an acknowledgement and a heartbeat that
     -- share jobs never wait for each other in a cycle, a deadlock that PostgreSQL breaks only
     -- after `deadlock_timeout` (1 s), failing one of them.
     SELECT l.id

@@ -1,16 +1,8 @@
 -- Graceful shutdown: gives unfinished jobs back to ready at once. The attempt stays counted
 -- (it is the job's fencing token) and the budget grows by one, so a shutdown never uses up a
--- job's attempts. The leases are locked first, in (segment, id) order, the order of a
--- heartbeat (heartbeat.sql), which may still be in flight for the same jobs: the two never
--- deadlock. $1 ids, $2 attempts
-WITH locked AS MATERIALIZED (
-    SELECT l.id
-      FROM {schema}.leases l
-      JOIN unnest($1::bigint[], $2::int[]) AS r(id, attempt)
-        ON l.id = r.id AND l.attempt = r.attempt
-     ORDER BY l.seg, l.id
-       FOR UPDATE OF l
-),
+-- job's attempts. The leases are locked first in the order of locked_leases.sql: a heartbeat
+-- may still be in flight for the same jobs. $1 ids, $2 attempts
+WITH {locked_leases},
 back AS (
     DELETE FROM {schema}.leases l
      USING locked k

@@ -14,14 +14,15 @@
 -- address means nothing outside its segment: each of the hundred addresses was looked up in
 -- all sixteen segments (PostgreSQL 15 does not prune partitions at run time for a DELETE),
 -- and the rows found had to be told apart by id against the whole batch. Now each segment's
--- DELETE gets the addresses of its own rows only (claim_moved.sql). The functions of version
--- 5 are replaced with the same text otherwise, their grants kept.
+-- DELETE gets the addresses of its own rows only (claim_moved.sql).
 --
 -- And an acknowledgement locks its jobs' leases segment by segment in ascending order, each
--- in id order, the order in which a heartbeat now locks them (ack.sql, heartbeat.sql): under
--- sustained load an acknowledgement (riding a claim) and a heartbeat of jobs that had just
--- finished locked two leases in opposite orders, a deadlock that stalled both for
--- `deadlock_timeout` (1 s) before the claim failed.
+-- in id order, the order in which a heartbeat and a hand-back now lock them (ack.sql,
+-- locked_leases.sql): under sustained load an acknowledgement (riding a claim) and a
+-- heartbeat of jobs that had just finished locked two leases in opposite orders, a deadlock
+-- that stalled both for `deadlock_timeout` (1 s) before the claim failed.
+--
+-- The functions of version 5 are replaced with the same text otherwise, their grants kept.
 
 -- Acknowledges finished jobs (moves them to done); returns how many. $1 ids, $2 attempts,
 -- $3 their lease segments.
