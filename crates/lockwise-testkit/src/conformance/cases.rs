@@ -282,12 +282,15 @@ pub(crate) async fn lost_signal_fires_when_the_lock_is_deleted(h: &dyn Harness) 
         .acquire("k", &polling(10, 1_000))
         .await
         .expect("free after the delete");
-    assert!(freed_at.elapsed() < 150 * MS, "{:?}", freed_at.elapsed());
+    // Bounds with room for a loaded two-core machine (a test of the file backend failed once
+    // beside the full test run under CPU steal): what they check is that the lock is free at
+    // once and the holder learns of the loss well before its 10 s of work would end.
+    assert!(freed_at.elapsed() < 300 * MS, "{:?}", freed_at.elapsed());
     let out = ga.run(sleep(10_000 * MS)).await;
     assert!(matches!(out, Err(Error::LockLost { .. })), "{out:?}");
-    // Found at the next renewal (every ttl/3 = 200 ms).
+    // Found at the next renewal (every ttl/3 = 200 ms), and always within one TTL (600 ms).
     assert!(
-        deleted_at.elapsed() < 450 * MS,
+        deleted_at.elapsed() < 600 * MS,
         "{:?}",
         deleted_at.elapsed()
     );
