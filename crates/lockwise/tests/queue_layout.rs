@@ -958,3 +958,45 @@ async fn an_acknowledgement_or_a_hand_back_and_a_heartbeat_of_the_same_jobs_neve
     }
     assert_eq!(q.stats().await.unwrap().running, 0);
 }
+
+/// The reaper never waits for a worker's statement on a lease: an expired lease that a
+/// heartbeat in flight holds (here a transaction that locks it as a heartbeat does) is left to
+/// that statement, the other expired leases are rescued at once, and the one left is rescued
+/// at the next round. Before, the reaper waited for as long as the lease was held.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_reaper_skips_a_lease_a_worker_holds_and_rescues_the_rest() {
+    let (schema, q) = open("reapskip").await;
+    q.enqueue_many((0..2).map(|n| Job::new(json!({ "n": n }))))
+        .await
+        .unwrap();
+    let claimed = q.claim("w", 2, Duration::from_secs(1), &[]).await.unwrap();
+    assert_eq!(claimed.len(), 2);
+    let (held_id, free_id) = (claimed[0].id, claimed[1].id);
+    sleep(Duration::from_millis(1_200)).await;
+    let pool = PgPool::connect(schema.url()).await.unwrap();
+    let mut heartbeat = pool.begin().await.unwrap();
+    let locked: Vec<i64> = sqlx::query_scalar(sqlx::AssertSqlSafe(format!(
+        "SELECT id FROM \"{}\".leases WHERE id = $1 FOR NO KEY UPDATE",
+        schema.name()
+    )))
+    .bind(held_id.0)
+    .fetch_all(&mut *heartbeat)
+    .await
+    .unwrap();
+    assert_eq!(locked, vec![held_id.0], "the lease is there, expired");
+    let reaped = tokio::time::timeout(Duration::from_secs(5), q.reap())
+        .await
+        .expect("the reaper waited for the lease a heartbeat holds")
+        .unwrap();
+    assert_eq!(reaped, 1, "the lease nobody holds is rescued");
+    let state = |id| {
+        let q = q.clone();
+        async move { q.job(id).await.unwrap().unwrap().state }
+    };
+    assert_eq!(state(free_id).await, JobState::Ready);
+    assert_eq!(state(held_id).await, JobState::Running);
+    heartbeat.rollback().await.unwrap();
+    assert_eq!(q.reap().await.unwrap(), 1, "rescued at the next round");
+    assert_eq!(state(held_id).await, JobState::Ready);
+    pool.close().await;
+}
