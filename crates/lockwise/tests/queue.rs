@@ -1362,6 +1362,67 @@ async fn concurrent_bulk_enqueues_of_the_same_keys_make_one_job_each(q: Queue) {
     assert_eq!(q.stats().await.unwrap().ready, 300);
 }
 
+/// An acknowledgement, or a hand-back, and a heartbeat of the same leases, sent at once from
+/// two connections, never deadlock, and neither waits long for the other. PostgreSQL would
+/// break a cycle after `deadlock_timeout` (1 s), failing one of them: there all lock the
+/// leases in (segment, id) order, and the jobs of each round span three lease segments.
+/// MariaDB detects a cycle at once and fails one: there each statement locks its rows in the
+/// order of its scan. The two statements name the jobs in opposite orders.
+async fn an_acknowledgement_or_a_hand_back_and_a_heartbeat_of_the_same_jobs_never_deadlock(
+    q: Queue,
+) {
+    let lease = Duration::from_secs(30);
+    for round in 0..40 {
+        q.enqueue_many((0..250).map(|n| Job::new(json!({ "n": n }))))
+            .await
+            .unwrap();
+        let claimed = q.claim("w", 250, lease, &[]).await.unwrap();
+        assert_eq!(claimed.len(), 250);
+        let mut jobs: Vec<(JobId, i32)> = claimed.iter().map(|j| (j.id, j.attempt)).collect();
+        assert_eq!(q.confirm_started(&jobs).await.unwrap().len(), 250);
+        // The ending statement names the jobs newest first, the heartbeat oldest first; which
+        // statement comes first alternates, and so does the ending one.
+        jobs.sort();
+        let beat = jobs.clone();
+        jobs.reverse();
+        let (ending, hand_back) = if round % 4 < 2 {
+            ("acknowledgement", false)
+        } else {
+            ("hand-back", true)
+        };
+        let end = || async {
+            if hand_back {
+                q.hand_back(&jobs).await
+            } else {
+                q.complete(&jobs).await
+            }
+        };
+        let started = Instant::now();
+        let (beaten, ended) = if round % 2 == 0 {
+            tokio::join!(q.heartbeat(&beat, lease), end())
+        } else {
+            let (ended, beaten) = tokio::join!(end(), q.heartbeat(&beat, lease));
+            (beaten, ended)
+        };
+        let beaten = beaten.unwrap_or_else(|e| panic!("round {round}: heartbeat: {e}"));
+        let ended = ended.unwrap_or_else(|e| panic!("round {round}: {ending}: {e}"));
+        assert_eq!(ended, 250, "round {round}: {ending}");
+        // Whichever came first, the heartbeat extended only jobs it named.
+        assert!(
+            beaten
+                .iter()
+                .all(|id| beat.iter().any(|(job, _)| job == id)),
+            "round {round}: {beaten:?}"
+        );
+        assert!(
+            started.elapsed() < Duration::from_millis(900),
+            "round {round}: the {ending} and the heartbeat waited {:?}",
+            started.elapsed()
+        );
+    }
+    assert_eq!(q.stats().await.unwrap().running, 0);
+}
+
 /// Declares each case twice, as a test on PostgreSQL and one on MariaDB, each with a fresh
 /// queue (a schema or database of its own): they run in parallel, and a failure names its
 /// database.
@@ -1413,6 +1474,7 @@ on_both_databases!(
     enqueue_many_keeps_uniqueness_windows,
     enqueue_many_in_follows_the_caller_s_transaction,
     concurrent_bulk_enqueues_of_the_same_keys_make_one_job_each,
+    an_acknowledgement_or_a_hand_back_and_a_heartbeat_of_the_same_jobs_never_deadlock,
 );
 
 /// A connection of the other database is a typed configuration error, not a panic.

@@ -899,66 +899,6 @@ async fn a_version_6_store_gets_the_batch_functions_of_version_7_with_a_job_in_f
     assert_eq!(reopened.stats().await.unwrap().ready, 0);
 }
 
-/// An acknowledgement, or a hand-back, and a heartbeat of the same leases, sent at once from
-/// two connections, never deadlock (PostgreSQL would break the cycle after
-/// `deadlock_timeout`, 1 s, failing one of them): all lock the leases in (segment, id) order.
-/// The jobs of each round span three lease segments, and the two statements name them in
-/// opposite orders.
-#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
-async fn an_acknowledgement_or_a_hand_back_and_a_heartbeat_of_the_same_jobs_never_deadlock() {
-    let (_schema, q) = open("ackbeat").await;
-    let lease = Duration::from_secs(30);
-    for round in 0..40 {
-        q.enqueue_many((0..250).map(|n| Job::new(json!({ "n": n }))))
-            .await
-            .unwrap();
-        let claimed = q.claim("w", 250, lease, &[]).await.unwrap();
-        assert_eq!(claimed.len(), 250);
-        let mut jobs: Vec<(JobId, i32)> = claimed.iter().map(|j| (j.id, j.attempt)).collect();
-        assert_eq!(q.confirm_started(&jobs).await.unwrap().len(), 250);
-        // The ending statement names the jobs newest first, the heartbeat oldest first; which
-        // statement comes first alternates, and so does the ending one.
-        jobs.sort();
-        let beat = jobs.clone();
-        jobs.reverse();
-        let (ending, hand_back) = if round % 4 < 2 {
-            ("acknowledgement", false)
-        } else {
-            ("hand-back", true)
-        };
-        let end = || async {
-            if hand_back {
-                q.hand_back(&jobs).await
-            } else {
-                q.complete(&jobs).await
-            }
-        };
-        let started = Instant::now();
-        let (beaten, ended) = if round % 2 == 0 {
-            tokio::join!(q.heartbeat(&beat, lease), end())
-        } else {
-            let (ended, beaten) = tokio::join!(end(), q.heartbeat(&beat, lease));
-            (beaten, ended)
-        };
-        let beaten = beaten.unwrap_or_else(|e| panic!("round {round}: heartbeat: {e}"));
-        let ended = ended.unwrap_or_else(|e| panic!("round {round}: {ending}: {e}"));
-        assert_eq!(ended, 250, "round {round}: {ending}");
-        // Whichever came first, the heartbeat extended only jobs it named.
-        assert!(
-            beaten
-                .iter()
-                .all(|id| beat.iter().any(|(job, _)| job == id)),
-            "round {round}: {beaten:?}"
-        );
-        assert!(
-            started.elapsed() < Duration::from_millis(900),
-            "round {round}: the {ending} and the heartbeat waited {:?}",
-            started.elapsed()
-        );
-    }
-    assert_eq!(q.stats().await.unwrap().running, 0);
-}
-
 /// The reaper never waits for a worker's statement on a lease: an expired lease that a
 /// heartbeat in flight holds (here a transaction that locks it as a heartbeat does) is left to
 /// that statement, the other expired leases are rescued at once, and the one left is rescued
