@@ -97,9 +97,11 @@ async fn everything_works_as(lock_url: &str, queue_url: &str, schema: &str, post
             size("ready_0").await > 0,
             "the three jobs were in segment 0"
         );
-        let truncate = |ring: &'static str, seg: i32| {
+        // `wait`: "" for migration 5's form (waits 20 ms for the lock), ", 0" for migration
+        // 6's with NOWAIT, which the maintenance calls.
+        let truncate = |ring: &'static str, seg: i32, wait: &'static str| {
             let (sql, pool) = (
-                format!("SELECT {schema}.truncate_drained($1, $2, 7)"),
+                format!("SELECT {schema}.truncate_drained($1, $2, 7{wait})"),
                 pool.clone(),
             );
             async move {
@@ -110,50 +112,24 @@ async fn everything_works_as(lock_url: &str, queue_url: &str, schema: &str, post
                     .await
             }
         };
-        // A segment is truncated only once its lock is granted (after 20 ms at most with this
-        // form, at once or never with NOWAIT), and beside a loaded test run something held a
-        // lease segment's lock for longer (2 runs of 7 beside `tests/queue_layout.rs`: 0
-        // segments truncated). Each truncation that must happen is tried again for up to 2 s
-        // (`eventually`); one that never happens fails the test.
-        let eventually = |ring: &'static str, seg: i32, wait_ms: Option<i32>| {
-            let pool = pool.clone();
-            async move {
-                let mut got = 0;
-                for _ in 0..40 {
-                    got = match wait_ms {
-                        None => truncate(ring, seg).await.unwrap(),
-                        Some(wait_ms) => sqlx::query_scalar::<_, i32>(sqlx::AssertSqlSafe(
-                            format!("SELECT {schema}.truncate_drained($1, $2, 7, $3)"),
-                        ))
-                        .bind(ring)
-                        .bind(vec![seg])
-                        .bind(wait_ms)
-                        .fetch_one(&pool)
-                        .await
-                        .unwrap(),
-                    };
-                    if got > 0 {
-                        break;
-                    }
-                    tokio::time::sleep(Duration::from_millis(50)).await;
-                }
-                got
-            }
-        };
-        assert_eq!(eventually("ready", 0, None).await, 1);
+        // A segment is truncated only once its lock is granted, and beside a loaded test run
+        // something held a lease segment's lock for longer than the 20 ms wait (2 runs of 7
+        // beside `tests/queue_layout.rs`: 0 segments truncated). Each truncation that must
+        // happen is tried again for up to 2 s (`eventually`); one that never happens fails
+        // the test.
+        assert_eq!(eventually(|| truncate("ready", 0, "")).await, 1);
         assert_eq!(size("ready_0").await, 0);
-        let refused = truncate("done", 0).await;
+        let refused = truncate("done", 0, "").await;
         assert!(refused.is_err(), "{refused:?}");
         // The ready ring has 16 segments, the lease ring 32.
-        let outside = truncate("ready", 16).await;
+        let outside = truncate("ready", 16, "").await;
         assert!(outside.is_err(), "{outside:?}");
         assert_eq!(
-            eventually("leases", 31, None).await,
+            eventually(|| truncate("leases", 31, "")).await,
             1,
             "segment 31 is one of the lease ring's"
         );
-        // Migration 6's form, which the maintenance calls: NOWAIT.
-        assert_eq!(eventually("leases", 30, Some(0)).await, 1);
+        assert_eq!(eventually(|| truncate("leases", 30, ", 0")).await, 1);
         pool.close().await;
     }
 }
@@ -347,4 +323,21 @@ async fn postgres_grants_made_at_version_4_still_work_after_the_migrations() {
         &[format!("DROP OWNED BY {role}"), format!("DROP ROLE {role}")],
     );
     outcome.unwrap();
+}
+
+/// How many segments `truncate` truncated, called again every 50 ms for up to 2 s while it
+/// truncates none.
+async fn eventually<F, Fut>(truncate: F) -> i32
+where
+    F: Fn() -> Fut,
+    Fut: std::future::Future<Output = Result<i32, sqlx::Error>>,
+{
+    for _ in 0..40 {
+        let got = truncate().await.unwrap();
+        if got > 0 {
+            return got;
+        }
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+    0
 }

@@ -1366,8 +1366,10 @@ async fn concurrent_bulk_enqueues_of_the_same_keys_make_one_job_each(q: Queue) {
 /// two connections, never deadlock, and neither waits long for the other. PostgreSQL would
 /// break a cycle after `deadlock_timeout` (1 s), failing one of them: there all lock the
 /// leases in (segment, id) order, and the jobs of each round span three lease segments.
-/// MariaDB detects a cycle at once and fails one: there each statement locks its rows in the
-/// order of its scan. The two statements name the jobs in opposite orders.
+/// MariaDB detects a cycle at once and fails one: there each statement finds and locks its
+/// rows through the primary key, in id order (it deadlocked in 6 runs of 10 when the
+/// acknowledgement went through the lease index). The two statements name the jobs in
+/// opposite orders.
 async fn an_acknowledgement_or_a_hand_back_and_a_heartbeat_of_the_same_jobs_never_deadlock(
     q: Queue,
 ) {
