@@ -24,6 +24,7 @@ use lockwise::url::BackendUrl;
 use lockwise::{Error, FencingToken};
 
 use crate::exit;
+use crate::lab::fenced_file::FencedFile;
 
 /// Internal: one member process of a partition group (tests, lab).
 #[derive(Debug, Args)]
@@ -47,6 +48,11 @@ pub(crate) struct ActorArgs {
     /// PostgreSQL: the schema of the fences (default `lockwise`)
     #[arg(long)]
     schema: Option<String>,
+}
+
+/// The fenced file of `resource` in the lock directory `dir`.
+pub(crate) fn fenced_file(dir: &std::path::Path, resource: &str) -> FencedFile {
+    FencedFile::new(dir.join(format!("fenced-{}", resource.replace('/', "_"))))
 }
 
 /// Where the fenced writes go: the Redis fenced value, the PostgreSQL fence row or a fenced
@@ -95,13 +101,13 @@ impl Fence {
     ) -> lockwise::Result<bool> {
         let done = match self {
             Fence::File(dir) => {
-                let path = dir.join(format!("fenced-{}", resource.replace('/', "_")));
-                let file = crate::lab::fenced_file::FencedFile::new(path);
-                return file.write(value, token.get()).map_err(|e| Error::Backend {
-                    backend: "file",
-                    message: format!("fenced write of {resource:?} failed: {e}"),
-                    source: None,
-                });
+                return fenced_file(dir, resource)
+                    .write(value, token.get())
+                    .map_err(|e| Error::Backend {
+                        backend: "file",
+                        message: format!("fenced write of {resource:?} failed: {e}"),
+                        source: None,
+                    });
             }
             Fence::Redis(redis) => redis.fenced_set(resource, value.as_bytes(), token).await,
             Fence::Postgres(pool, store) => {

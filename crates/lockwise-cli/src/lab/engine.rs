@@ -7,7 +7,8 @@ use std::time::Duration;
 
 use lockwise::history::{Event, Verdict, What, check};
 use lockwise::lease::boottime_nanos;
-use nix::sys::signal::Signal;
+use nix::sys::signal::{Signal, kill};
+use nix::unistd::Pid;
 
 use super::backend::LabBackend;
 use super::children;
@@ -246,19 +247,9 @@ impl Lab {
     /// Freezes an actor, the way a GC pause, a VM migration or swapping would: every thread
     /// stops, its renewal task included.
     pub(super) fn freeze(&self, proc: &Proc, how_long: Duration, renewing: bool) {
-        proc.signal(Signal::SIGSTOP);
-        if let Some(files) = self.backend.files() {
-            // A renewing actor holds the key's flock for a few microseconds every ttl/3; frozen
-            // inside that window it would block everyone else until thawed. Never leave it so.
-            for _ in 0..1000 {
-                if !files.in_operation(&proc.key).unwrap_or(false) {
-                    break;
-                }
-                proc.signal(Signal::SIGCONT);
-                std::thread::sleep(Duration::from_millis(1));
-                proc.signal(Signal::SIGSTOP);
-            }
-        }
+        self.stop_outside(proc.pid, || {
+            self.in_operation(std::slice::from_ref(&proc.key))
+        });
         self.note(format!(
             "{} frozen with SIGSTOP for {} (a GC pause, a VM migration, swapping){}",
             proc.name,
@@ -269,6 +260,41 @@ impl Lab {
                 ""
             }
         ));
+    }
+
+    /// Stops process `pid` with SIGSTOP at a moment `busy` is false: while it is true, the
+    /// process runs on for a millisecond and is stopped again (a thousand tries at most). `busy` says
+    /// whether the process may hold a flock of the file backend or of a fenced file
+    /// ([`Lab::in_operation`]): it holds one for a few microseconds per operation (a renewal
+    /// every ttl/3, a roster read, a fenced write and its fsync), and frozen inside that
+    /// window it would stall every other process on the file until thawed, which no lease on
+    /// a server does. `busy` is asked only once every thread of the process has stopped: a
+    /// signal is delivered asynchronously, and a thread still running on the other core can
+    /// take a flock after `kill` returned. Another process's operation looks the same from
+    /// here and only costs a retry.
+    pub(super) fn stop_outside(&self, pid: i32, busy: impl Fn() -> bool) {
+        let signal = |s| {
+            let _ = kill(Pid::from_raw(pid), s);
+        };
+        signal(Signal::SIGSTOP);
+        for _ in 0..1000 {
+            wait_stopped(pid);
+            if !busy() {
+                break;
+            }
+            signal(Signal::SIGCONT);
+            std::thread::sleep(Duration::from_millis(1));
+            signal(Signal::SIGSTOP);
+        }
+    }
+
+    /// Whether some process holds the file backend's flock of one of `keys` (false on
+    /// servers).
+    pub(super) fn in_operation(&self, keys: &[String]) -> bool {
+        self.backend.files().is_some_and(|files| {
+            keys.iter()
+                .any(|key| files.in_operation(key).unwrap_or(false))
+        })
     }
 
     pub(super) fn thaw(&self, proc: &Proc) {
@@ -308,5 +334,32 @@ impl Lab {
         self.backend.wipe(&keys, self.pg_schema().as_deref()).await;
         // After the wipe: opening the file backend would create the directory again.
         super::scratch::remove();
+    }
+}
+
+/// Waits (up to 200 ms) until every thread of process `pid` is stopped (state `T` in
+/// `/proc/<pid>/task/*/stat`), or the process is gone.
+fn wait_stopped(pid: i32) {
+    let stopped = || {
+        let Ok(tasks) = std::fs::read_dir(format!("/proc/{pid}/task")) else {
+            return true; // gone
+        };
+        tasks.flatten().all(|task| {
+            std::fs::read_to_string(task.path().join("stat")).map_or(true, |stat| {
+                // `pid (comm) S …`: the state follows the last ')' (comm may hold one).
+                stat.rsplit_once(')').is_none_or(|(_, rest)| {
+                    matches!(
+                        rest.trim_start().chars().next(),
+                        Some('T' | 't' | 'Z' | 'X')
+                    )
+                })
+            })
+        })
+    };
+    for _ in 0..200 {
+        if stopped() {
+            return;
+        }
+        std::thread::sleep(Duration::from_millis(1));
     }
 }

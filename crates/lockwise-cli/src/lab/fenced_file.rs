@@ -63,6 +63,14 @@ impl FencedFile {
         // `lock` closes here, which releases the flock.
     }
 
+    /// Whether a process is inside [`FencedFile::write`] right now (holds the flock). The
+    /// lab checks it before leaving a writer frozen, since a frozen writer would stall every
+    /// other writer of the file until thawed.
+    pub(crate) fn in_write(&self) -> bool {
+        File::open(self.sibling(".lock"))
+            .is_ok_and(|lock| matches!(lock.try_lock(), Err(fs::TryLockError::WouldBlock)))
+    }
+
     /// The stored value and token, if anything was written.
     pub(crate) fn read(&self) -> io::Result<Option<Stored>> {
         read(&self.path)

@@ -21,8 +21,10 @@ use crate::lab::backend::LabBackend;
 use crate::lab::children;
 use crate::lab::engine::Lab;
 use crate::lab::error::{LabError, LabResult};
+use crate::lab::fenced_file::FencedFile;
 use crate::lab::judge::expect;
 use crate::lab::report::{Report, Variant};
+use crate::partition_actor::fenced_file;
 
 pub(super) static SCENARIO: Scenario = Scenario {
     name: "partition",
@@ -61,12 +63,7 @@ async fn run(lab: &Lab, report: &mut Report) -> LabResult<()> {
         return Ok(());
     }
     let group = format!("lab-partition-{}", lab.run_id);
-    for key in ["A", "B", "C"]
-        .iter()
-        .map(|m| format!("{group}/member/{m}"))
-        .chain([format!("{group}/generation")])
-        .chain((0..KEYS).map(|k| format!("{group}/key/{k}")))
-    {
+    for key in group_keys(&group) {
         lab.remember_key(key);
     }
     let latest: Latest = Arc::default();
@@ -78,6 +75,16 @@ async fn run(lab: &Lab, report: &mut Report) -> LabResult<()> {
     }
     report.variants.push(result?);
     Ok(())
+}
+
+/// The lease keys of the group's members: their memberships, the generation, the work keys.
+fn group_keys(group: &str) -> Vec<String> {
+    ["A", "B", "C"]
+        .iter()
+        .map(|m| format!("{group}/member/{m}"))
+        .chain([format!("{group}/generation")])
+        .chain((0..KEYS).map(|k| format!("{group}/key/{k}")))
+        .collect()
 }
 
 fn spawn(lab: &Lab, group: &str, name: &str, latest: &Latest) -> LabResult<Member> {
@@ -198,7 +205,19 @@ async fn frozen_during_rebalance(lab: &Lab, group: &str, latest: &Latest) -> Lab
         }
         tokio::time::sleep(Duration::from_millis(1)).await;
     }
-    b.signal(Signal::SIGSTOP);
+    // On files, never inside one of its flocks (its roster, membership, generation, keys or
+    // fenced writes): there a frozen B would stall A and C too, as no lease on a server can.
+    let mut flocks = group_keys(group);
+    flocks.push(format!("{group}/roster"));
+    let fenced: Vec<FencedFile> = match &lab.backend {
+        LabBackend::File(dir) => (0..KEYS)
+            .map(|k| fenced_file(dir, &format!("{group}/key/{k}")))
+            .collect(),
+        _ => Vec::new(),
+    };
+    lab.stop_outside(b.pid, || {
+        lab.in_operation(&flocks) || fenced.iter().any(FencedFile::in_write)
+    });
     lab.note(format!(
         "C joined: a new generation; B frozen with SIGSTOP before acknowledging it (its {} lease renewal freezes too)",
         humantime::format_duration(TTL)
