@@ -217,8 +217,8 @@ async fn a_version_3_schema_migrates_to_the_ring_layout_with_jobs_in_every_state
 
     assert_eq!(
         version(&pool, &quoted).await,
-        Some(7),
-        "the store is at version 7 once opened"
+        Some(8),
+        "the store is at version 8 once opened"
     );
     let old_table: Option<String> = sqlx::query_scalar(sqlx::AssertSqlSafe(format!(
         "SELECT to_regclass('{quoted}.jobs')::text"
@@ -781,6 +781,58 @@ async fn truncation_gives_up_at_once_on_a_locked_segment_and_checks_its_wait() {
     assert_eq!(size("ready_0").await, Some(0));
 }
 
+/// A truncation (v8.sql) gives back at once the lock of a segment it finds in use: while the
+/// transaction that called it is still open, another session writes to that segment without
+/// waiting, and only the segment it truncated stays locked. Before migration 8 the segment in
+/// use stayed locked ACCESS EXCLUSIVE to the end of the truncation's transaction, and every
+/// statement on it waited.
+#[tokio::test]
+async fn a_truncation_releases_at_once_a_segment_it_finds_in_use() {
+    let (schema, q) = open("busy_release").await;
+    let pool = q.postgres_pool().unwrap().clone();
+    let quoted = format!("\"{}\"", schema.name());
+    q.enqueue(Job::new(json!({ "n": 0 }))).await.unwrap();
+
+    let mut maintenance = pool.begin().await.unwrap();
+    let truncated: i32 = sqlx::query_scalar(sqlx::AssertSqlSafe(format!(
+        "SELECT {quoted}.truncate_drained('ready', ARRAY[0, 1], 7, 0)"
+    )))
+    .fetch_one(&mut *maintenance)
+    .await
+    .unwrap();
+    let lock = |segment: &str, mode: &str| {
+        let (pool, sql) = (
+            pool.clone(),
+            format!("LOCK TABLE {quoted}.{segment} IN {mode} MODE NOWAIT"),
+        );
+        async move {
+            let mut other = pool.begin().await.unwrap();
+            let locked = sqlx::query(sqlx::AssertSqlSafe(sql))
+                .execute(&mut *other)
+                .await
+                .map(drop);
+            other.rollback().await.unwrap();
+            locked
+        }
+    };
+    let in_use = lock("ready_0", "ROW EXCLUSIVE").await;
+    let truncated_one = lock("ready_1", "ACCESS SHARE").await;
+    // Ended before any assertion, so that a failure leaves no lock behind for the clean-up.
+    maintenance.commit().await.unwrap();
+
+    assert_eq!(truncated, 1, "segment 1 was empty, segment 0 holds the job");
+    assert!(
+        in_use.is_ok(),
+        "the segment in use stayed locked by the truncation: {in_use:?}"
+    );
+    assert!(
+        truncated_one.is_err(),
+        "the truncated segment is locked until the truncation commits"
+    );
+    let claimed = q.claim("w", 1, Duration::from_secs(30), &[]).await.unwrap();
+    assert_eq!(claimed.len(), 1, "the job in use is still there");
+}
+
 /// Migration 7 replaces the batch functions of a version-6 store, whose acknowledgement and
 /// confirmation also named the whole batch in each lease's probe (`l.id = ANY(…)`): a job
 /// claimed under version 6 is confirmed and acknowledged under version 7, and the grants of
@@ -832,7 +884,7 @@ async fn a_version_6_store_gets_the_batch_functions_of_version_7_with_a_job_in_f
     ))
     .await;
     exec(format!(
-        "DELETE FROM {quoted}.queue_migrations WHERE version = 7"
+        "DELETE FROM {quoted}.queue_migrations WHERE version >= 7"
     ))
     .await;
     exec(format!(
@@ -848,7 +900,7 @@ async fn a_version_6_store_gets_the_batch_functions_of_version_7_with_a_job_in_f
 
     // A new process opens the store: migration 7 runs.
     let reopened = reopen(&schema).await;
-    assert_eq!(version(&pool, &quoted).await, Some(7));
+    assert_eq!(version(&pool, &quoted).await, Some(8));
     let migrated = text(defs).await;
     assert!(!migrated.contains("l.id = ANY("), "{migrated}");
     assert_eq!(
