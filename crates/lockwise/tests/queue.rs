@@ -1799,6 +1799,48 @@ async fn mariadb_tables_of_version_2_migrate_with_their_jobs_in_flight() {
     assert!(q.cancel(fresh.id).await.unwrap());
 }
 
+/// The MariaDB reaper never waits for a worker's statement on a job: an expired lease that a
+/// heartbeat or an acknowledgement in flight holds (here a transaction that locks the row as
+/// they do) is left to that statement, the other expired leases are rescued at once, and the
+/// one left is rescued at the next round. Before, the reaper's UPDATE waited for the row (up
+/// to `innodb_lock_wait_timeout`, 50 s) and could deadlock with an acknowledgement, which
+/// locks its rows in id order where the reaper went in lease order.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_mariadb_reaper_skips_a_lease_a_worker_holds_and_rescues_the_rest() {
+    let (_db, q) = my_queue("reapskip").await;
+    q.enqueue_many((0..2).map(|n| Job::new(json!({ "n": n }))))
+        .await
+        .unwrap();
+    let claimed = q.claim("w", 2, Duration::from_secs(1), &[]).await.unwrap();
+    assert_eq!(claimed.len(), 2);
+    let (held_id, free_id) = (claimed[0].id, claimed[1].id);
+    sleep(Duration::from_millis(1_200)).await;
+    let pool = q.mysql_pool().unwrap().clone();
+    let mut heartbeat = pool.begin().await.unwrap();
+    let locked: Vec<u64> =
+        sqlx::query_scalar("SELECT id FROM lockwise_jobs WHERE id = ? FOR UPDATE")
+            .bind(held_id.0)
+            .fetch_all(&mut *heartbeat)
+            .await
+            .unwrap();
+    assert_eq!(locked, vec![held_id.0 as u64], "the job is there");
+    let reaped = tokio::time::timeout(Duration::from_secs(5), q.reap()).await;
+    let state = |id| {
+        let q = q.clone();
+        async move { q.job(id).await.unwrap().unwrap().state }
+    };
+    let (free, held) = (state(free_id).await, state(held_id).await);
+    heartbeat.rollback().await.unwrap();
+    let reaped = reaped
+        .expect("the reaper waited for the lease a heartbeat holds")
+        .unwrap();
+    assert_eq!(reaped, 1, "the lease nobody holds is rescued");
+    assert_eq!(free, JobState::Ready);
+    assert_eq!(held, JobState::Running);
+    assert_eq!(q.reap().await.unwrap(), 1, "rescued at the next round");
+    assert_eq!(state(held_id).await, JobState::Ready);
+}
+
 /// Each MariaDB database's queue has a reaper lock of its own: while another database's
 /// reaper holds its lock (mid-round), this one still rescues its expired leases; while this
 /// queue's own lock is held, it skips its round. (The lock was once named after the table

@@ -543,8 +543,14 @@ impl Driver for MysqlDriver {
         let mut conn = self.pool.acquire().await?;
         let lock = format!("{}:reaper", self.table);
         let reap = AssertSqlSafe(REAP.replace("{jobs}", &self.table).replace("{lock}", &lock));
-        match sqlx::raw_sql(reap).execute(&mut *conn).await {
-            Ok(rescued) => Ok(rescued.rows_affected()),
+        match sqlx::raw_sql(reap).fetch_all(&mut *conn).await {
+            Ok(rows) => {
+                let rescued: Option<i64> = match rows.last() {
+                    Some(row) => row.try_get("rescued")?,
+                    None => None,
+                };
+                Ok(rescued.map_or(0, i64::unsigned_abs))
+            }
             Err(error) => {
                 // The statements stop at an error, perhaps with the lock taken and not
                 // released: release it (a no-op when this session does not hold it).
