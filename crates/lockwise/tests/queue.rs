@@ -278,6 +278,44 @@ async fn a_notification_wakes_an_idle_worker() {
     worker.await.unwrap().unwrap();
 }
 
+/// Pruning one queue's history leaves the other queues' history alone, and pruning
+/// everywhere takes every queue's (the two are separate statements on PostgreSQL, so that
+/// one queue's uses its index with a generic plan).
+async fn pruning_one_queue_leaves_the_other_queues_history(q: Queue) {
+    let other = q.named("other");
+    let finish = |queue: Queue| async move {
+        queue.enqueue(Job::new(json!({}))).await.unwrap();
+        let claimed = queue
+            .claim("w", 1, Duration::from_secs(30), &[])
+            .await
+            .unwrap();
+        assert_eq!(claimed.len(), 1);
+        let done = [(claimed[0].id, claimed[0].attempt)];
+        assert_eq!(queue.complete(&done).await.unwrap(), 1);
+    };
+    for queue in [&q, &other, &q] {
+        finish(queue.clone()).await;
+    }
+    assert_eq!(q.prune(JobState::Done, Duration::ZERO).await.unwrap(), 2);
+    assert_eq!(q.stats().await.unwrap().done, 0);
+    assert_eq!(other.stats().await.unwrap().done, 1, "the other queue's");
+    finish(q.clone()).await;
+    assert_eq!(
+        other
+            .prune_everywhere(JobState::Done, Duration::ZERO)
+            .await
+            .unwrap(),
+        2
+    );
+    assert_eq!(
+        (
+            q.stats().await.unwrap().done,
+            other.stats().await.unwrap().done
+        ),
+        (0, 0)
+    );
+}
+
 async fn lifecycle_enqueue_work_done(q: Queue) {
     let ids: Vec<JobId> = q
         .enqueue_many((0..20).map(|i| Job::new(json!({ "n": i }))))
@@ -1449,6 +1487,7 @@ macro_rules! on_both_databases {
 
 on_both_databases!(
     lifecycle_enqueue_work_done,
+    pruning_one_queue_leaves_the_other_queues_history,
     a_failing_job_dies_after_exactly_max_attempts,
     dead_letters_can_be_purged,
     an_idempotency_key_returns_the_existing_job,

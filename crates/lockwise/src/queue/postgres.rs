@@ -153,6 +153,7 @@ struct Statements {
     dead: String,
     retry: String,
     delete_finished: String,
+    delete_finished_everywhere: String,
     job: String,
     list_waiting: String,
     list_state: String,
@@ -213,7 +214,9 @@ impl Statements {
             stats: sql!("stats.sql"),
             dead: sql!("dead.sql"),
             retry: sql!("retry.sql"),
-            delete_finished: sql!("delete_finished.sql"),
+            delete_finished: sql!("delete_finished.sql").replace("{of_queue}", "queue = $1"),
+            delete_finished_everywhere: sql!("delete_finished.sql")
+                .replace("{of_queue}", "$1::text IS NULL"),
             job: format!("{}{}", sql!("job_select.sql"), sql!("job.sql")),
             list_waiting: format!("{}{}", sql!("job_select.sql"), sql!("list_waiting.sql")),
             list_state: format!("{}{}", sql!("job_select.sql"), sql!("list_state.sql")),
@@ -913,7 +916,11 @@ impl Driver for PgDriver {
         sqlx::query(q(&self.sql.prune_lock))
             .execute(&mut *tx)
             .await?;
-        let deleted: i64 = sqlx::query_scalar(q(&self.sql.delete_finished))
+        let sql = match queue {
+            Some(_) => &self.sql.delete_finished,
+            None => &self.sql.delete_finished_everywhere,
+        };
+        let deleted: i64 = sqlx::query_scalar(q(sql))
             .bind(queue)
             .bind(state)
             .bind(secs(older_than))

@@ -1,16 +1,18 @@
 -- Deletes one queue's jobs in a finished state ('done', 'dead' or 'cancelled') that finished
 -- more than $3 seconds ago, with the idempotency keys they still hold, and takes the sealed
 -- ones out of done_counts. Runs in a transaction after prune_lock.sql.
--- $1 queue (NULL: every queue in the schema), $2 state, $3 age (seconds)
+-- $1 queue, $2 state, $3 age (seconds). {of_queue} is `queue = $1` for one queue, so that
+-- the scans use done_recent and dead_queue even with a generic plan (`$1 IS NULL OR queue =
+-- $1` could not), or `$1::text IS NULL` for every queue in the schema ($1 then NULL).
 WITH history AS (
     DELETE FROM {schema}.done
-     WHERE ($1::text IS NULL OR queue = $1) AND state = $2
+     WHERE {of_queue} AND state = $2
        AND finished_at < now() - make_interval(secs => $3)
     RETURNING id, queue, state, idempotency_key, finished_at, xid
 ),
 letters AS (
     DELETE FROM {schema}.dead
-     WHERE ($1::text IS NULL OR queue = $1) AND $2 = 'dead'
+     WHERE {of_queue} AND $2 = 'dead'
        AND finished_at < now() - make_interval(secs => $3)
     RETURNING id, queue, idempotency_key
 ),
