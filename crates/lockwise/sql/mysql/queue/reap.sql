@@ -16,7 +16,8 @@
 -- The reaper never waits for a worker: in a READ COMMITTED transaction (no gap locks, so no
 -- claim waits for it either) it locks up to 10,000 expired leases with SKIP LOCKED, leaving
 -- any that a heartbeat, an acknowledgement or a hand-back holds to that statement and to the
--- next round, then updates exactly those rows by primary key. A single UPDATE over the
+-- next round, then updates exactly those rows by primary key, its conditions checked again
+-- (so that even a list cut short by group_concat_max_len could never name a live lease). A single UPDATE over the
 -- expiry index waited for such a row (up to innodb_lock_wait_timeout) and, locking in expiry
 -- order where an acknowledgement locks in id order, could deadlock with it. The ids are
 -- integers the server itself produced, put into the UPDATE's text (PREPARE) because a
@@ -46,7 +47,8 @@ SET @lockwise_reap = CONCAT('UPDATE {jobs} SET
        max_attempts = IF(started, max_attempts, max_attempts + 1),
        run_at = NOW(6), lease_until = NULL,
        started = 1
- WHERE id IN (', COALESCE(@lockwise_reaped, 'NULL'), ') AND state = ''running''');
+ WHERE id IN (', COALESCE(@lockwise_reaped, 'NULL'), ')
+   AND state = ''running'' AND lease_until < NOW(6)');
 PREPARE lockwise_reap FROM @lockwise_reap;
 EXECUTE lockwise_reap;
 SET @lockwise_rescued = ROW_COUNT();
