@@ -17,12 +17,13 @@
 -- claim waits for it either) it locks up to 10,000 expired leases with SKIP LOCKED, leaving
 -- any that a heartbeat, an acknowledgement or a hand-back holds to that statement and to the
 -- next round, then updates exactly those rows by primary key, its conditions checked again
--- (so that even a list cut short by group_concat_max_len could never name a live lease). A single UPDATE over the
--- expiry index waited for such a row (up to innodb_lock_wait_timeout) and, locking in expiry
--- order where an acknowledgement locks in id order, could deadlock with it. The ids are
--- integers the server itself produced, put into the UPDATE's text (PREPARE) because a
--- single-table UPDATE … IN (subquery) is not a semi-join on MariaDB 10.11 and would scan the
--- table; `id IN (NULL)` when there is none. The last statement answers how many were rescued.
+-- (so that even a list cut short by group_concat_max_len could never name a live lease).
+-- A single UPDATE over the expiry index waited for such a row (up to
+-- innodb_lock_wait_timeout) and, locking in expiry order where an acknowledgement locks in id
+-- order, could deadlock with it. The ids are integers the server itself produced, put into
+-- the UPDATE's text (PREPARE) because a single-table UPDATE … IN (subquery) is not a
+-- semi-join on MariaDB 10.11 and would scan the table; `id IN (NULL)` when there is none.
+-- The last statement answers how many were rescued.
 SET @lockwise_reaper_lock = CONCAT('lockwise:', LEFT(COALESCE(
     MD5(CONCAT_WS('.', DATABASE(), '{lock}')), SHA2(CONCAT_WS('.', DATABASE(), '{lock}'), 256),
     CONCAT_WS('.', DATABASE(), '{lock}')), 40));
