@@ -217,7 +217,7 @@ async fn a_version_3_schema_migrates_to_the_ring_layout_with_jobs_in_every_state
 
     assert_eq!(
         version(&pool, &quoted).await,
-        Some(8),
+        Some(9),
         "the store is at version 8 once opened"
     );
     let old_table: Option<String> = sqlx::query_scalar(sqlx::AssertSqlSafe(format!(
@@ -900,9 +900,17 @@ async fn a_version_6_store_gets_the_batch_functions_of_version_7_with_a_job_in_f
 
     // A new process opens the store: migration 7 runs.
     let reopened = reopen(&schema).await;
-    assert_eq!(version(&pool, &quoted).await, Some(8));
+    assert_eq!(version(&pool, &quoted).await, Some(9));
     let migrated = text(defs).await;
     assert!(!migrated.contains("l.id = ANY("), "{migrated}");
+    // Migration 9 followed: the acknowledging functions look up unknown segments first.
+    assert_eq!(
+        migrated
+            .matches("WITH ORDINALITY AS u(id, attempt, seg, n)")
+            .count(),
+        3,
+        "{migrated}"
+    );
     assert_eq!(
         migrated.matches(probe).count(),
         current.matches(probe).count()
@@ -990,5 +998,109 @@ async fn the_reaper_skips_a_lease_a_worker_holds_and_rescues_the_rest() {
     heartbeat.rollback().await.unwrap();
     assert_eq!(q.reap().await.unwrap(), 1, "rescued at the next round");
     assert_eq!(state(held_id).await, JobState::Ready);
+    pool.close().await;
+}
+
+/// An acknowledgement naming some jobs by their lease segment and others without one (a
+/// process that did not claim them, or one past its memory of segments) locks them all in the
+/// (segment, id) order of a heartbeat, so the two never wait for each other in a cycle. Here a
+/// transaction locks two leases as a heartbeat does, the one of the lower segment first; the
+/// acknowledgement, sent in between, knows only the higher segment's job. Before migration 9
+/// it locked that job first (the jobs of no known segment came last) and then waited for the
+/// other: the heartbeat's second lock closed a cycle that PostgreSQL broke after
+/// `deadlock_timeout` (1 s), failing one of them.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_acknowledgement_of_known_and_unknown_segments_locks_in_heartbeat_order() {
+    let (schema, q) = open("ackorder").await;
+    let quoted = format!("\"{}\"", schema.name());
+    // 150 consecutive lease tickets span at least two segments of 100.
+    q.enqueue_many((0..150).map(|n| Job::new(json!({ "n": n }))))
+        .await
+        .unwrap();
+    assert_eq!(
+        q.claim("w", 150, Duration::from_secs(60), &[])
+            .await
+            .unwrap()
+            .len(),
+        150
+    );
+    let pool = PgPool::connect(schema.url()).await.unwrap();
+    let leases: Vec<(i64, i32, i16)> = sqlx::query_as(sqlx::AssertSqlSafe(format!(
+        "SELECT id, attempt, seg FROM {quoted}.leases ORDER BY seg, id"
+    )))
+    .fetch_all(&pool)
+    .await
+    .unwrap();
+    let (low, high) = (leases[0], leases[leases.len() - 1]);
+    assert!(low.2 < high.2, "two segments: {low:?} {high:?}");
+
+    let lock = |id: i64| {
+        sqlx::query(sqlx::AssertSqlSafe(format!(
+            "SELECT id FROM {quoted}.leases WHERE id = $1 FOR NO KEY UPDATE"
+        )))
+        .bind(id)
+    };
+    let mut heartbeat = pool.begin().await.unwrap();
+    lock(low.0).execute(&mut *heartbeat).await.unwrap();
+    let ack = tokio::spawn({
+        let (pool, quoted) = (pool.clone(), quoted.clone());
+        async move {
+            sqlx::query_scalar::<_, i64>(sqlx::AssertSqlSafe(format!(
+                "SELECT {quoted}.ack($1, $2, $3)"
+            )))
+            .bind(vec![high.0, low.0])
+            .bind(vec![high.1, low.1])
+            .bind(vec![Some(high.2), None])
+            .fetch_one(&pool)
+            .await
+        }
+    });
+    sleep(Duration::from_millis(300)).await;
+    let started = Instant::now();
+    let second = lock(high.0).execute(&mut *heartbeat).await;
+    let waited = started.elapsed();
+    // Ended before any assertion, so that a failure leaves no lock behind for the clean-up.
+    heartbeat.commit().await.unwrap();
+    let acked = ack.await.unwrap();
+    second.unwrap_or_else(|e| panic!("the heartbeat's second lock: {e}"));
+    assert!(
+        waited < Duration::from_millis(500),
+        "the heartbeat waited {waited:?} for the acknowledgement"
+    );
+    assert_eq!(
+        acked.unwrap(),
+        2,
+        "both jobs acknowledged after the heartbeat"
+    );
+
+    // The other 148 named every way a segment can be unknown: no hint, a hint outside the
+    // ring, a process that never claimed them; and one job twice, the second time by an
+    // attempt it never had, which acknowledges nothing.
+    let rest = &leases[1..leases.len() - 1];
+    let hints: Vec<Option<i16>> = (0..rest.len())
+        .map(|n| match n % 3 {
+            0 => None,
+            1 => Some(99),
+            _ => Some(rest[n].2),
+        })
+        .collect();
+    let mut ids: Vec<i64> = rest.iter().map(|l| l.0).collect();
+    let mut attempts: Vec<i32> = rest.iter().map(|l| l.1).collect();
+    let mut hints = hints;
+    ids.push(rest[0].0);
+    attempts.push(rest[0].1 + 1);
+    hints.push(None);
+    let acked: i64 = sqlx::query_scalar(sqlx::AssertSqlSafe(format!(
+        "SELECT {quoted}.ack($1, $2, $3)"
+    )))
+    .bind(ids)
+    .bind(attempts)
+    .bind(hints)
+    .fetch_one(&pool)
+    .await
+    .unwrap();
+    assert_eq!(acked, 148);
+    assert_eq!(q.stats().await.unwrap().running, 0);
+    assert_eq!(q.stats().await.unwrap().done, 150);
     pool.close().await;
 }

@@ -5,7 +5,9 @@
 //! migration 7 (`v7.sql`) makes a batch's statements cheaper (each lease probed by its id
 //! alone, each claimed job deleted from its own ready segment) and has acknowledgements lock
 //! leases in the (segment, id) order of heartbeats and hand-backs, so they never deadlock;
-//! migration 8 (`v8.sql`) has a truncation let go at once of a segment it finds in use.
+//! migration 8 (`v8.sql`) has a truncation let go at once of a segment it finds in use;
+//! migration 9 (`v9.sql`) has an acknowledgement look up the segments it was not told before
+//! it locks anything, so that it keeps the heartbeat's (segment, id) order.
 //!
 //! # Storage: one table per stage, rings reset by TRUNCATE
 //!
@@ -66,8 +68,9 @@
 //! an `UPDATE` or `DELETE` with parameters, so through the ring's parent each of them locked
 //! and opened every segment, and a truncation waited for every claim in flight. A job whose
 //! segment this process does not know (claimed by another process, or before a restart)
-//! goes through the parent, with the same compare-and-set, as do the rarer statements on a
-//! lease (heartbeat, failure, hand-back, reap, cancel).
+//! is first looked up through the parent (v9.sql), so that the acknowledgement still locks
+//! segment by segment in ascending order; the rarer statements on a lease (heartbeat,
+//! failure, hand-back, reap, cancel) go through the parent.
 
 use std::collections::HashMap;
 use std::sync::atomic::{AtomicU32, Ordering::Relaxed};
@@ -106,6 +109,7 @@ const MIGRATIONS: &[(i32, &str)] = &[
     (6, include_str!("../../sql/postgres/queue/v6.sql")),
     (7, include_str!("../../sql/postgres/queue/v7.sql")),
     (8, include_str!("../../sql/postgres/queue/v8.sql")),
+    (9, include_str!("../../sql/postgres/queue/v9.sql")),
 ];
 
 /// Maintenance rounds in a row that may leave a drained segment of a ring untruncated
@@ -242,8 +246,9 @@ fn clock_of(ring: &str) -> &'static str {
     }
 }
 
-/// A migration with its placeholders filled in: the NOTIFY channel, and v5.sql's function
-/// bodies.
+/// A migration with its placeholders filled in: the NOTIFY channel, the bodies of v5.sql's
+/// functions (and of their replacements in v7.sql and v9.sql), and v9.sql's look-up of lease
+/// segments.
 fn migration_text(text: &str, channel: &str) -> String {
     let ack = include_str!("../../sql/postgres/queue/ack.sql");
     let on = |ids: &str, attempts: &str, segs: &str| {
@@ -253,12 +258,27 @@ fn migration_text(text: &str, channel: &str) -> String {
     };
     let count = "GET DIAGNOSTICS moved = ROW_COUNT;\ntotal := total + moved;\n";
     let moved = moved();
+    let last = (LEASE_SEGMENTS - 1).to_string();
+    let segments = without_comments(include_str!("../../sql/postgres/queue/lease_segments.sql"))
+        .replace("{last}", &last);
+    let segments_of = |ids: &str, attempts: &str, segs: &str| {
+        segments
+            .replace("{ids}", ids)
+            .replace("{attempts}", attempts)
+            .replace("{segs}", segs)
+    };
+    let branches = |ids: &str, attempts: &str, segs: &str| {
+        segment_branches(&on(ids, attempts, segs), "", count)
+    };
     text.replace("{channel}", channel)
-        .replace("{ack}", &segment_branches(&on("$1", "$2", "$3"), "", count))
-        .replace(
-            "{ack_finished}",
-            &segment_branches(&on("$5", "$6", "$7"), "", count),
-        )
+        .replace("{last}", &last)
+        .replace("{segments}", &segments_of("$1", "$2", "$3"))
+        .replace("{finished_segments}", &segments_of("$5", "$6", "$7"))
+        .replace("{ack}", &branches("$1", "$2", "$3"))
+        .replace("{ack_finished}", &branches("$5", "$6", "$7"))
+        // v9.sql's functions: by the segments they looked up, in their variable `segs`.
+        .replace("{ack_of_segs}", &branches("$1", "$2", "segs"))
+        .replace("{ack_finished_of_segs}", &branches("$5", "$6", "segs"))
         .replace(
             "{confirm}",
             &segment_branches(
