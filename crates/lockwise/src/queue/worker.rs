@@ -1350,14 +1350,17 @@ fn extended(running: &Running, sent_for: &[(JobId, i32)], owned: &[JobId], until
 
 /// Rescues expired leases every half lease (one reaper at a time across processes), and
 /// looks after the store ten times a second (on PostgreSQL: truncates the drained segments
-/// of its rings, which must keep up with a ring filling in a couple of seconds).
+/// of its rings, which must keep up with a ring filling in a couple of seconds). A round
+/// that takes long (the truncations, on a busy server) shortens the wait for the next one.
 async fn reaper(queue: Queue, lease: Duration, stop: CancellationToken) {
-    let maintenance = Duration::from_millis(100);
+    let every = Duration::from_millis(100).min(lease / 2);
+    let mut rounds = tokio::time::interval_at(Instant::now() + every, every);
+    rounds.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
     let mut next_reap = Instant::now() + lease / 2;
     loop {
         tokio::select! {
             _ = stop.cancelled() => return,
-            _ = sleep(maintenance.min(lease / 2)) => {}
+            _ = rounds.tick() => {}
         }
         // Bounded, so that a lost answer does not stop this worker's reaping for good.
         match timeout(lease, queue.maintain()).await {
