@@ -459,6 +459,12 @@ fn all_scenarios_in_one_document() {
             "--json",
             "--iterations",
             "5",
+            // The document's shape is what is checked here (each scenario at the lesson's
+            // defaults has a test of its own): short leases keep it to ~15 s.
+            "--ttl",
+            "300ms",
+            "--pause",
+            "600ms",
             "--url",
             &backend.url(),
         ])
