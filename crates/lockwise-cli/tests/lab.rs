@@ -460,7 +460,7 @@ fn all_scenarios_in_one_document() {
             "--iterations",
             "5",
             // The document's shape is what is checked here (each scenario at the lesson's
-            // defaults has a test of its own): short leases keep it to ~15 s.
+            // defaults has a test of its own): short leases keep it to ~11 s (22 s at the defaults).
             "--ttl",
             "300ms",
             "--pause",
