@@ -1104,3 +1104,87 @@ async fn an_acknowledgement_of_known_and_unknown_segments_locks_in_heartbeat_ord
     assert_eq!(q.stats().await.unwrap().done, 150);
     pool.close().await;
 }
+
+/// A stopping worker waits for the maintenance's statement in flight, not for the rest of its
+/// round. Every lease segment is held ROW EXCLUSIVE (as a transaction that writes there holds
+/// it), so that each drained one costs the maintenance's waiting round its whole 20 ms wait.
+/// The worker is stopped as soon as the round's first waiting truncation shows in
+/// `pg_stat_activity`. Before, the stop waited for the round's end and the reap after it:
+/// 1.9 s here (18 ms since), and up to 190 ms added to the run of a worker that drained 10k
+/// jobs.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_stopping_worker_does_not_wait_for_the_rest_of_a_maintenance_round() {
+    let (schema, q) = open("stopmaint").await;
+    let quoted = format!("\"{}\"", schema.name());
+    let pool = PgPool::connect(schema.url()).await.unwrap();
+    let mut holder = pool.begin().await.unwrap();
+    let segments: Vec<String> = (0..32).map(|k| format!("{quoted}.leases_{k}")).collect();
+    sqlx::query(sqlx::AssertSqlSafe(format!(
+        "LOCK TABLE {} IN ROW EXCLUSIVE MODE",
+        segments.join(", ")
+    )))
+    .execute(&mut *holder)
+    .await
+    .unwrap();
+
+    // 3,200 leases: every segment of the ring (32 of 100) written, then drained, and none of
+    // them truncated while the holder holds them.
+    q.enqueue_many((0..3_200).map(|n| Job::new(json!({ "n": n }))))
+        .await
+        .unwrap();
+    let report = Worker::new(q.clone())
+        .concurrency(8)
+        .until_idle(true)
+        .run(
+            |_job: JobContext| async { Ok::<(), String>(()) },
+            CancellationToken::new(),
+        )
+        .await
+        .unwrap();
+    assert_eq!(report.done, 3_200);
+
+    let stop = CancellationToken::new();
+    let worker = tokio::spawn(Worker::new(q.clone()).concurrency(1).run(
+        |_job: JobContext| async { Ok::<(), String>(()) },
+        stop.clone(),
+    ));
+    // A truncation of this schema waiting for a lock: the maintenance is in a waiting round.
+    let waiting = format!(
+        "SELECT count(*) FROM pg_stat_activity WHERE state = 'active' \
+           AND wait_event_type = 'Lock' AND query LIKE '%{quoted}.truncate_drained(%'"
+    );
+    let looking = Instant::now();
+    while scalar_i64(&pool, waiting.clone()).await != Some(1) {
+        assert!(
+            looking.elapsed() < Duration::from_secs(10),
+            "the maintenance never waited for a held segment"
+        );
+        sleep(Duration::from_millis(2)).await;
+    }
+    let stopping = Instant::now();
+    stop.cancel();
+    worker.await.unwrap().unwrap();
+    let took = stopping.elapsed();
+    holder.rollback().await.unwrap();
+    let drained = scalar_i64(
+        &pool,
+        format!(
+            "SELECT count(*) FROM ({}) s WHERE bytes > 0",
+            segments
+                .iter()
+                .map(|s| format!("SELECT pg_relation_size('{s}') AS bytes"))
+                .collect::<Vec<_>>()
+                .join(" UNION ALL ")
+        ),
+    )
+    .await
+    .unwrap();
+    assert!(
+        drained >= 20,
+        "{drained} lease segments held rows: too few for a round of waits"
+    );
+    assert!(
+        took < Duration::from_millis(250),
+        "the worker took {took:?} to stop, with {drained} segments for the round to wait for"
+    );
+}

@@ -118,8 +118,10 @@ pub(crate) trait Driver: std::fmt::Debug + Send + Sync + 'static {
 
     /// Keeps the store healthy under sustained load, called by every worker ten times a second
     /// (PostgreSQL truncates the drained segments of its rings and seals the counts of its
-    /// finished history); cheap when there is nothing to do.
-    async fn maintain(&self) -> Result<()> {
+    /// finished history); cheap when there is nothing to do. Once `stop` is cancelled it
+    /// sends no further statement, so a stopping worker waits for one statement at most.
+    async fn maintain(&self, stop: &CancellationToken) -> Result<()> {
+        let _ = stop;
         Ok(())
     }
 

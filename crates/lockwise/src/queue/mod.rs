@@ -1030,9 +1030,10 @@ impl Queue {
     }
 
     /// The store's upkeep under sustained load (PostgreSQL: truncates drained ring segments
-    /// and seals the finished counts); the worker calls it ten times a second.
-    async fn maintain(&self) -> Result<()> {
-        self.driver.maintain().await
+    /// and seals the finished counts); the worker calls it ten times a second. No further
+    /// statement once `stop` is cancelled.
+    async fn maintain(&self, stop: &CancellationToken) -> Result<()> {
+        self.driver.maintain(stop).await
     }
 
     /// Calls `wake` whenever a job of one of `queues` may have been enqueued, until `stop`.

@@ -1363,10 +1363,13 @@ async fn reaper(queue: Queue, lease: Duration, stop: CancellationToken) {
             _ = rounds.tick() => {}
         }
         // Bounded, so that a lost answer does not stop this worker's reaping for good.
-        match timeout(lease, queue.maintain()).await {
+        match timeout(lease, queue.maintain(&stop)).await {
             Ok(Ok(())) => {}
             Ok(Err(error)) => tracing::warn!(%error, "table maintenance failed"),
             Err(_) => tracing::warn!("table maintenance got no answer in time"),
+        }
+        if stop.is_cancelled() {
+            return;
         }
         if Instant::now() >= next_reap {
             next_reap = Instant::now() + lease / 2;
