@@ -185,7 +185,7 @@ impl Run {
         let stop = CancellationToken::new();
         // The first jobs before the consumers start.
         let mut enqueued = self.produce(lockwise, load.depth, 0).await?;
-        let sampler = DeadTuples::start(self.pool.clone(), self.name.clone()).await;
+        let sampler = DeadTuples::start(self.pool.clone(), self.name.clone(), &[]).await;
         let consumers = if lockwise {
             self.worker(load, finished.clone(), stop.clone())
         } else {
