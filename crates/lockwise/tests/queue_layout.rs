@@ -217,8 +217,8 @@ async fn a_version_3_schema_migrates_to_the_ring_layout_with_jobs_in_every_state
 
     assert_eq!(
         version(&pool, &quoted).await,
-        Some(9),
-        "the store is at version 8 once opened"
+        Some(10),
+        "the store is at the current version once opened"
     );
     let old_table: Option<String> = sqlx::query_scalar(sqlx::AssertSqlSafe(format!(
         "SELECT to_regclass('{quoted}.jobs')::text"
@@ -900,15 +900,16 @@ async fn a_version_6_store_gets_the_batch_functions_of_version_7_with_a_job_in_f
 
     // A new process opens the store: migration 7 runs.
     let reopened = reopen(&schema).await;
-    assert_eq!(version(&pool, &quoted).await, Some(9));
+    assert_eq!(version(&pool, &quoted).await, Some(10));
     let migrated = text(defs).await;
     assert!(!migrated.contains("l.id = ANY("), "{migrated}");
-    // Migration 9 followed: the acknowledging functions look up unknown segments first.
+    // Migrations 9 and 10 followed: the acknowledging functions (9) and the confirmation (10)
+    // look up unknown segments first.
     assert_eq!(
         migrated
             .matches("WITH ORDINALITY AS u(id, attempt, seg, n)")
             .count(),
-        3,
+        4,
         "{migrated}"
     );
     assert_eq!(
@@ -1187,4 +1188,96 @@ async fn a_stopping_worker_does_not_wait_for_the_rest_of_a_maintenance_round() {
         took < Duration::from_millis(250),
         "the worker took {took:?} to stop, with {drained} segments for the round to wait for"
     );
+}
+
+/// A confirmation locks its leases in a heartbeat's (segment, id) order (v10.sql), as an
+/// acknowledgement does: a program that heartbeats the jobs of a claim while it confirms them
+/// never deadlocks. A transaction locks the first lease, as a heartbeat of both jobs does, the
+/// confirmation is sent, then the transaction locks the second. Two cases: the jobs in two
+/// segments, the later one with its segment and the earlier one without (a process that did
+/// not claim it); and two jobs of one segment named in descending id order. On version 9 the
+/// confirmation locked the named segment first, then went through the ring's parent, and in a
+/// segment locked in the order named: a deadlock, one side failed after `deadlock_timeout`.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_confirmation_locks_in_heartbeat_order() {
+    let (schema, q) = open("confirmorder").await;
+    let quoted = format!("\"{}\"", schema.name());
+    q.enqueue_many((0..150).map(|n| Job::new(json!({ "n": n }))))
+        .await
+        .unwrap();
+    assert_eq!(
+        q.claim("w", 150, Duration::from_secs(60), &[])
+            .await
+            .unwrap()
+            .len(),
+        150
+    );
+    let pool = PgPool::connect(schema.url()).await.unwrap();
+    let leases: Vec<(i64, i32, i16)> = sqlx::query_as(sqlx::AssertSqlSafe(format!(
+        "SELECT id, attempt, seg FROM {quoted}.leases ORDER BY seg, id"
+    )))
+    .fetch_all(&pool)
+    .await
+    .unwrap();
+    let (low, high) = (leases[0], leases[leases.len() - 1]);
+    assert!(low.2 < high.2, "two segments: {low:?} {high:?}");
+    let (first, second) = (leases[1], leases[2]);
+    assert_eq!(first.2, second.2, "one segment: {first:?} {second:?}");
+
+    let lock = |id: i64| {
+        sqlx::query(sqlx::AssertSqlSafe(format!(
+            "SELECT id FROM {quoted}.leases WHERE id = $1 FOR NO KEY UPDATE"
+        )))
+        .bind(id)
+    };
+    // (the lease the heartbeat locks first, the one it locks second, the confirmation's
+    // hints for [second, first])
+    let cases = [
+        (first, second, [Some(second.2), Some(first.2)]),
+        (low, high, [Some(high.2), None]),
+    ];
+    for (one, two, hints) in cases {
+        let mut heartbeat = pool.begin().await.unwrap();
+        lock(one.0).execute(&mut *heartbeat).await.unwrap();
+        let confirm = tokio::spawn({
+            let (pool, quoted) = (pool.clone(), quoted.clone());
+            async move {
+                sqlx::query_scalar::<_, i64>(sqlx::AssertSqlSafe(format!(
+                    "SELECT {quoted}.confirm_started($1, $2, $3)"
+                )))
+                .bind(vec![two.0, one.0])
+                .bind(vec![two.1, one.1])
+                .bind(hints.to_vec())
+                .fetch_all(&pool)
+                .await
+            }
+        });
+        sleep(Duration::from_millis(300)).await;
+        let started = Instant::now();
+        let locked = lock(two.0).execute(&mut *heartbeat).await;
+        let waited = started.elapsed();
+        // Ended before any assertion, so that a failure leaves no lock behind.
+        heartbeat.commit().await.unwrap();
+        let confirmed = confirm.await.unwrap();
+        locked.unwrap_or_else(|e| panic!("{one:?} {two:?}: the heartbeat's second lock: {e}"));
+        assert!(
+            waited < Duration::from_millis(500),
+            "{one:?} {two:?}: the heartbeat waited {waited:?} for the confirmation"
+        );
+        let mut confirmed = confirmed.unwrap();
+        confirmed.sort_unstable();
+        assert_eq!(
+            confirmed,
+            [one.0, two.0],
+            "both confirmed after the heartbeat"
+        );
+    }
+    let started: i64 = scalar_i64(
+        &pool,
+        format!("SELECT count(*) FROM {quoted}.leases WHERE started"),
+    )
+    .await
+    .unwrap();
+    assert_eq!(started, 4, "the four confirmed jobs and no other");
+    pool.close().await;
 }

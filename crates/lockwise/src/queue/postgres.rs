@@ -112,6 +112,7 @@ const MIGRATIONS: &[(i32, &str)] = &[
     (7, include_str!("../../sql/postgres/queue/v7.sql")),
     (8, include_str!("../../sql/postgres/queue/v8.sql")),
     (9, include_str!("../../sql/postgres/queue/v9.sql")),
+    (10, include_str!("../../sql/postgres/queue/v10.sql")),
 ];
 
 /// Maintenance rounds in a row that may leave a drained segment of a ring untruncated
@@ -249,7 +250,7 @@ fn clock_of(ring: &str) -> &'static str {
 }
 
 /// A migration with its placeholders filled in: the NOTIFY channel, the bodies of v5.sql's
-/// functions (and of their replacements in v7.sql and v9.sql), and v9.sql's look-up of lease
+/// functions (and of their replacements in v7.sql, v9.sql and v10.sql), and the look-up of lease
 /// segments.
 fn migration_text(text: &str, channel: &str) -> String {
     let ack = include_str!("../../sql/postgres/queue/ack.sql");
@@ -281,6 +282,18 @@ fn migration_text(text: &str, channel: &str) -> String {
         // v9.sql's functions: by the segments they looked up, in their variable `segs`.
         .replace("{ack_of_segs}", &branches("$1", "$2", "segs"))
         .replace("{ack_finished_of_segs}", &branches("$5", "$6", "segs"))
+        // v10.sql's function: confirm_locked.sql by the segments it looked up.
+        .replace(
+            "{confirm_of_segs}",
+            &segment_branches(
+                &include_str!("../../sql/postgres/queue/confirm_locked.sql")
+                    .replace("{ids}", "$1")
+                    .replace("{attempts}", "$2")
+                    .replace("{segs}", "segs"),
+                "RETURN QUERY\n",
+                "",
+            ),
+        )
         .replace(
             "{confirm}",
             &segment_branches(
