@@ -7,7 +7,8 @@
 //! leases in the (segment, id) order of heartbeats and hand-backs, so they never deadlock;
 //! migration 8 (`v8.sql`) has a truncation let go at once of a segment it finds in use;
 //! migration 9 (`v9.sql`) has an acknowledgement look up the segments it was not told before
-//! it locks anything, so that it keeps the heartbeat's (segment, id) order.
+//! it locks anything, so that it keeps the heartbeat's (segment, id) order; migration 10
+//! (`v10.sql`) has a confirmation do the same and lock each segment's rows in id order.
 //!
 //! # Storage: one table per stage, rings reset by TRUNCATE
 //!
