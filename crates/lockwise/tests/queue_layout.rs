@@ -1002,19 +1002,12 @@ async fn the_reaper_skips_a_lease_a_worker_holds_and_rescues_the_rest() {
     pool.close().await;
 }
 
-/// An acknowledgement naming some jobs by their lease segment and others without one (a
-/// process that did not claim them, or one past its memory of segments) locks them all in the
-/// (segment, id) order of a heartbeat, so the two never wait for each other in a cycle. Here a
-/// transaction locks two leases as a heartbeat does, the one of the lower segment first; the
-/// acknowledgement, sent in between, knows only the higher segment's job. Before migration 9
-/// it locked that job first (the jobs of no known segment came last) and then waited for the
-/// other: the heartbeat's second lock closed a cycle that PostgreSQL broke after
-/// `deadlock_timeout` (1 s), failing one of them.
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn an_acknowledgement_of_known_and_unknown_segments_locks_in_heartbeat_order() {
-    let (schema, q) = open("ackorder").await;
+/// A queue `q` in a fresh schema with 150 jobs claimed by one claim (150 consecutive lease
+/// tickets: at least two segments of 100), a pool of its own, and the leases as
+/// (id, attempt, segment) in (segment, id) order, the first and last in different segments.
+async fn leases_of_150_claimed(label: &str) -> (PgSchema, Queue, PgPool, Vec<(i64, i32, i16)>) {
+    let (schema, q) = open(label).await;
     let quoted = format!("\"{}\"", schema.name());
-    // 150 consecutive lease tickets span at least two segments of 100.
     q.enqueue_many((0..150).map(|n| Job::new(json!({ "n": n }))))
         .await
         .unwrap();
@@ -1034,13 +1027,34 @@ async fn an_acknowledgement_of_known_and_unknown_segments_locks_in_heartbeat_ord
     .unwrap();
     let (low, high) = (leases[0], leases[leases.len() - 1]);
     assert!(low.2 < high.2, "two segments: {low:?} {high:?}");
+    (schema, q, pool, leases)
+}
 
-    let lock = |id: i64| {
-        sqlx::query(sqlx::AssertSqlSafe(format!(
-            "SELECT id FROM {quoted}.leases WHERE id = $1 FOR NO KEY UPDATE"
-        )))
-        .bind(id)
-    };
+/// The lock a heartbeat takes on the lease of job `id` in the schema `quoted`.
+fn lock_lease(
+    quoted: &str,
+    id: i64,
+) -> sqlx::query::Query<'static, sqlx::Postgres, sqlx::postgres::PgArguments> {
+    sqlx::query(sqlx::AssertSqlSafe(format!(
+        "SELECT id FROM {quoted}.leases WHERE id = $1 FOR NO KEY UPDATE"
+    )))
+    .bind(id)
+}
+
+/// An acknowledgement naming some jobs by their lease segment and others without one (a
+/// process that did not claim them, or one past its memory of segments) locks them all in the
+/// (segment, id) order of a heartbeat, so the two never wait for each other in a cycle. Here a
+/// transaction locks two leases as a heartbeat does, the one of the lower segment first; the
+/// acknowledgement, sent in between, knows only the higher segment's job. Before migration 9
+/// it locked that job first (the jobs of no known segment came last) and then waited for the
+/// other: the heartbeat's second lock closed a cycle that PostgreSQL broke after
+/// `deadlock_timeout` (1 s), failing one of them.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_acknowledgement_of_known_and_unknown_segments_locks_in_heartbeat_order() {
+    let (schema, q, pool, leases) = leases_of_150_claimed("ackorder").await;
+    let quoted = format!("\"{}\"", schema.name());
+    let (low, high) = (leases[0], leases[leases.len() - 1]);
+    let lock = |id: i64| lock_lease(&quoted, id);
     let mut heartbeat = pool.begin().await.unwrap();
     lock(low.0).execute(&mut *heartbeat).await.unwrap();
     let ack = tokio::spawn({
@@ -1200,36 +1214,12 @@ async fn a_stopping_worker_does_not_wait_for_the_rest_of_a_maintenance_round() {
 /// segment locked in the order named: a deadlock, one side failed after `deadlock_timeout`.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_confirmation_locks_in_heartbeat_order() {
-    let (schema, q) = open("confirmorder").await;
+    let (schema, _q, pool, leases) = leases_of_150_claimed("confirmorder").await;
     let quoted = format!("\"{}\"", schema.name());
-    q.enqueue_many((0..150).map(|n| Job::new(json!({ "n": n }))))
-        .await
-        .unwrap();
-    assert_eq!(
-        q.claim("w", 150, Duration::from_secs(60), &[])
-            .await
-            .unwrap()
-            .len(),
-        150
-    );
-    let pool = PgPool::connect(schema.url()).await.unwrap();
-    let leases: Vec<(i64, i32, i16)> = sqlx::query_as(sqlx::AssertSqlSafe(format!(
-        "SELECT id, attempt, seg FROM {quoted}.leases ORDER BY seg, id"
-    )))
-    .fetch_all(&pool)
-    .await
-    .unwrap();
     let (low, high) = (leases[0], leases[leases.len() - 1]);
-    assert!(low.2 < high.2, "two segments: {low:?} {high:?}");
     let (first, second) = (leases[1], leases[2]);
     assert_eq!(first.2, second.2, "one segment: {first:?} {second:?}");
-
-    let lock = |id: i64| {
-        sqlx::query(sqlx::AssertSqlSafe(format!(
-            "SELECT id FROM {quoted}.leases WHERE id = $1 FOR NO KEY UPDATE"
-        )))
-        .bind(id)
-    };
+    let lock = |id: i64| lock_lease(&quoted, id);
     // (the lease the heartbeat locks first, the one it locks second, the confirmation's
     // hints for [second, first])
     let cases = [

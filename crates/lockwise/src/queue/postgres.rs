@@ -567,6 +567,9 @@ impl PgDriver {
     /// the statement in flight only, where a whole round took up to 190 ms at the end of a
     /// 10k drain (every segment drained at once).
     async fn truncate_drained_segments(&self, stop: &CancellationToken) -> Result<u64> {
+        if stop.is_cancelled() {
+            return Ok(0);
+        }
         // One connection for the round: its statements do not queue behind the claims for
         // the pool one by one.
         let mut conn = self.pool.acquire().await?;

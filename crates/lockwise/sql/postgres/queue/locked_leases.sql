@@ -2,8 +2,9 @@
 -- (segment, id) order, in heartbeat.sql and hand_back.sql (`{locked_leases}`): the order in
 -- which an acknowledgement and a confirmation lock them (ack.sql, confirm_locked.sql: segment
 -- by segment in ascending order, each in id order). So a heartbeat, a hand-back, an
--- acknowledgement and a confirmation that share jobs never wait for each other in a cycle, a deadlock that PostgreSQL breaks only after
--- `deadlock_timeout` (1 s), failing one of them. {mode} is the lock's strength.
+-- acknowledgement and a confirmation that share jobs never wait for each other in a cycle,
+-- a deadlock that PostgreSQL breaks only after `deadlock_timeout` (1 s), failing one of
+-- them. {mode} is the lock's strength.
 locked AS MATERIALIZED (
     SELECT l.id
       FROM {schema}.leases l
