@@ -1030,15 +1030,34 @@ async fn leases_of_150_claimed(label: &str) -> (PgSchema, Queue, PgPool, Vec<(i6
     (schema, q, pool, leases)
 }
 
-/// The lock a heartbeat takes on the lease of job `id` in the schema `quoted`.
-fn lock_lease(
+/// A heartbeat of the leases `first` and `second` (ids) of the schema `quoted` around
+/// `call`: a transaction locks `first` as a heartbeat does, `call` is sent, and 300 ms later
+/// the transaction locks `second`. Returns how long that second lock waited and `call`'s
+/// answer. The transaction ends before the caller asserts anything, so that a failure leaves
+/// no lock behind for the clean-up; the second lock failing (a deadlock's victim) panics.
+async fn heartbeat_around<T: Send + 'static>(
+    pool: &PgPool,
     quoted: &str,
-    id: i64,
-) -> sqlx::query::Query<'static, sqlx::Postgres, sqlx::postgres::PgArguments> {
-    sqlx::query(sqlx::AssertSqlSafe(format!(
-        "SELECT id FROM {quoted}.leases WHERE id = $1 FOR NO KEY UPDATE"
-    )))
-    .bind(id)
+    (first, second): (i64, i64),
+    call: impl std::future::Future<Output = T> + Send + 'static,
+) -> (Duration, T) {
+    let lock = |id: i64| {
+        sqlx::query(sqlx::AssertSqlSafe(format!(
+            "SELECT id FROM {quoted}.leases WHERE id = $1 FOR NO KEY UPDATE"
+        )))
+        .bind(id)
+    };
+    let mut heartbeat = pool.begin().await.unwrap();
+    lock(first).execute(&mut *heartbeat).await.unwrap();
+    let call = tokio::spawn(call);
+    sleep(Duration::from_millis(300)).await;
+    let started = Instant::now();
+    let locked = lock(second).execute(&mut *heartbeat).await;
+    let waited = started.elapsed();
+    heartbeat.commit().await.unwrap();
+    let answer = call.await.unwrap();
+    locked.unwrap_or_else(|e| panic!("the heartbeat's lock of {second}: {e}"));
+    (waited, answer)
 }
 
 /// An acknowledgement naming some jobs by their lease segment and others without one (a
@@ -1054,10 +1073,7 @@ async fn an_acknowledgement_of_known_and_unknown_segments_locks_in_heartbeat_ord
     let (schema, q, pool, leases) = leases_of_150_claimed("ackorder").await;
     let quoted = format!("\"{}\"", schema.name());
     let (low, high) = (leases[0], leases[leases.len() - 1]);
-    let lock = |id: i64| lock_lease(&quoted, id);
-    let mut heartbeat = pool.begin().await.unwrap();
-    lock(low.0).execute(&mut *heartbeat).await.unwrap();
-    let ack = tokio::spawn({
+    let ack = {
         let (pool, quoted) = (pool.clone(), quoted.clone());
         async move {
             sqlx::query_scalar::<_, i64>(sqlx::AssertSqlSafe(format!(
@@ -1069,15 +1085,8 @@ async fn an_acknowledgement_of_known_and_unknown_segments_locks_in_heartbeat_ord
             .fetch_one(&pool)
             .await
         }
-    });
-    sleep(Duration::from_millis(300)).await;
-    let started = Instant::now();
-    let second = lock(high.0).execute(&mut *heartbeat).await;
-    let waited = started.elapsed();
-    // Ended before any assertion, so that a failure leaves no lock behind for the clean-up.
-    heartbeat.commit().await.unwrap();
-    let acked = ack.await.unwrap();
-    second.unwrap_or_else(|e| panic!("the heartbeat's second lock: {e}"));
+    };
+    let (waited, acked) = heartbeat_around(&pool, &quoted, (low.0, high.0), ack).await;
     assert!(
         waited < Duration::from_millis(500),
         "the heartbeat waited {waited:?} for the acknowledgement"
@@ -1219,7 +1228,6 @@ async fn a_confirmation_locks_in_heartbeat_order() {
     let (low, high) = (leases[0], leases[leases.len() - 1]);
     let (first, second) = (leases[1], leases[2]);
     assert_eq!(first.2, second.2, "one segment: {first:?} {second:?}");
-    let lock = |id: i64| lock_lease(&quoted, id);
     // (the lease the heartbeat locks first, the one it locks second, the confirmation's
     // hints for [second, first])
     let cases = [
@@ -1227,9 +1235,7 @@ async fn a_confirmation_locks_in_heartbeat_order() {
         (low, high, [Some(high.2), None]),
     ];
     for (one, two, hints) in cases {
-        let mut heartbeat = pool.begin().await.unwrap();
-        lock(one.0).execute(&mut *heartbeat).await.unwrap();
-        let confirm = tokio::spawn({
+        let confirm = {
             let (pool, quoted) = (pool.clone(), quoted.clone());
             async move {
                 sqlx::query_scalar::<_, i64>(sqlx::AssertSqlSafe(format!(
@@ -1241,15 +1247,8 @@ async fn a_confirmation_locks_in_heartbeat_order() {
                 .fetch_all(&pool)
                 .await
             }
-        });
-        sleep(Duration::from_millis(300)).await;
-        let started = Instant::now();
-        let locked = lock(two.0).execute(&mut *heartbeat).await;
-        let waited = started.elapsed();
-        // Ended before any assertion, so that a failure leaves no lock behind.
-        heartbeat.commit().await.unwrap();
-        let confirmed = confirm.await.unwrap();
-        locked.unwrap_or_else(|e| panic!("{one:?} {two:?}: the heartbeat's second lock: {e}"));
+        };
+        let (waited, confirmed) = heartbeat_around(&pool, &quoted, (one.0, two.0), confirm).await;
         assert!(
             waited < Duration::from_millis(500),
             "{one:?} {two:?}: the heartbeat waited {waited:?} for the confirmation"
