@@ -331,7 +331,7 @@ impl Worker {
 
     /// How many claimed jobs may wait for a free handler, so that the next batches are claimed
     /// while the current one runs (default: what the handlers finish in four claim round
-    /// trips, at least one [`batch`](Self::batch) and at most 1,500, in claims of a quarter of
+    /// trips, at least one [`batch`](Self::batch) and at most 2,000, in claims of a quarter of
     /// it, from 100 to 500 jobs; `0`: claim only for free handlers). While short jobs come
     /// back full, further claims go out beside those in flight, up to 16.
     ///
@@ -530,9 +530,7 @@ impl Worker {
         let (batch_for_free, batch_ahead) = self.batch_sizes();
         let max_claims = claims_in_flight(self.concurrency);
         // An explicit prefetch is held to; the default follows the pace, up to this.
-        let most_ahead = self
-            .prefetch
-            .unwrap_or((batch_ahead * (MAX_CLAIMS - 1)).min(MAX_PREFETCH));
+        let most_ahead = self.prefetch.unwrap_or(MAX_PREFETCH);
         // Confirmed jobs waiting for a free handler, in claim order (also in `running`).
         let mut waiting: VecDeque<Claimed> = VecDeque::new();
         // Claims (each with its confirmation) in flight while handlers run, and how many jobs
@@ -1423,7 +1421,8 @@ mod tests {
 
     #[test]
     fn the_prefetch_is_claimed_in_a_few_claims_of_100_to_500() {
-        // No-op jobs: the default prefetch of 1,500 goes in four claims of 375.
+        // No-op jobs: the default prefetch of 2,000 goes in four claims of 500.
+        assert_eq!(ahead_batch(None, SHORT_JOBS_BATCH, MAX_PREFETCH), 500);
         assert_eq!(ahead_batch(None, SHORT_JOBS_BATCH, 1_500), 375);
         // 1 ms jobs hold about a batch ahead: claims stay at 100 (fewer leases held).
         assert_eq!(ahead_batch(None, SHORT_JOBS_BATCH, 64), 100);
