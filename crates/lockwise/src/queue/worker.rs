@@ -321,7 +321,7 @@ impl Worker {
     ///
     /// Each claim is one statement with a cost of its own beside the cost of each job it
     /// moves, so short jobs go several times faster in claims of 100 than in claims of 10,
-    /// and faster again in a few claims of 375 than in many of 100 (`lockwise bench queue`);
+    /// and faster again in a few claims of 500 than in many of 100 (`lockwise bench queue`);
     /// long ones are claimed only for free handlers, so that a worker does not take jobs
     /// another worker's idle handlers could run.
     pub fn batch(mut self, n: usize) -> Self {
