@@ -332,8 +332,9 @@ impl Worker {
     /// How many claimed jobs may wait for a free handler, so that the next batches are claimed
     /// while the current one runs (default: what the handlers finish in four claim round
     /// trips, at least one [`batch`](Self::batch) and at most 2,000, in claims of a quarter of
-    /// it, from 100 to 500 jobs; `0`: claim only for free handlers). While short jobs come
-    /// back full, further claims go out beside those in flight, up to 16.
+    /// it, from 100 to 500 jobs; with a batch set, at most 15 batches; `0`: claim only for
+    /// free handlers). While short jobs come back full, further claims go out beside those in
+    /// flight, up to 16.
     ///
     /// A waiting job is held in memory with its payload: with payloads of many kilobytes,
     /// set a lower prefetch to bound the worker's memory.
@@ -529,8 +530,12 @@ impl Worker {
         let mut give_back: Vec<(JobId, i32)> = Vec::new();
         let (batch_for_free, batch_ahead) = self.batch_sizes();
         let max_claims = claims_in_flight(self.concurrency);
-        // An explicit prefetch is held to; the default follows the pace, up to this.
-        let most_ahead = self.prefetch.unwrap_or(MAX_PREFETCH);
+        // An explicit prefetch is held to; the default follows the pace, up to this (with a
+        // batch the caller set, 15 claims of it, as before claims grew with the prefetch).
+        let most_ahead = self.prefetch.unwrap_or(match self.batch {
+            Some(_) => (batch_ahead * (MAX_CLAIMS - 1)).min(MAX_PREFETCH),
+            None => MAX_PREFETCH,
+        });
         // Confirmed jobs waiting for a free handler, in claim order (also in `running`).
         let mut waiting: VecDeque<Claimed> = VecDeque::new();
         // Claims (each with its confirmation) in flight while handlers run, and how many jobs
