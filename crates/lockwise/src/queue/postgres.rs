@@ -36,7 +36,7 @@
 //! at the job rate. Measured under the load (8 handlers, 1 ms jobs, 4,000 deep): no
 //! table above ~1,500 dead tuples in the test, against 22k for the previous layout; two 120 s
 //! release runs peaked at 973 and 1,125. At 32 handlers the rings wrap in under a second,
-//! faster than the statistics and the truncations follow (~3.2k).
+//! faster than the statistics and the truncations follow (2.7–4.8k).
 //!
 //! The price, and the limits:
 //! - every job is written three times (ready, leases, done) instead of once and updated
