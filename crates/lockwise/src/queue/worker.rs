@@ -530,8 +530,9 @@ impl Worker {
         let mut give_back: Vec<(JobId, i32)> = Vec::new();
         let (batch_for_free, batch_ahead) = self.batch_sizes();
         let max_claims = claims_in_flight(self.concurrency);
-        // An explicit prefetch is held to; the default follows the pace, up to this (with a
-        // batch the caller set, 15 claims of it, as before claims grew with the prefetch).
+        // An explicit prefetch is held to; the default follows the pace, up to this. With a
+        // batch the caller set, claims do not grow with the prefetch, so it stays at 15 of
+        // them (the cap before claims ahead grew).
         let most_ahead = self.prefetch.unwrap_or(match self.batch {
             Some(_) => (batch_ahead * (MAX_CLAIMS - 1)).min(MAX_PREFETCH),
             None => MAX_PREFETCH,
