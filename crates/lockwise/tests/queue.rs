@@ -959,6 +959,80 @@ async fn one_worker_claims_from_several_queues(q: Queue) {
     }
 }
 
+/// Idempotency keys and queue names that differ only in case, accents, Unicode normalisation
+/// or a trailing space are different keys and different queues, through `enqueue`,
+/// `enqueue_many` and a worker. (MariaDB's default collations compare them as equal: the
+/// second job was silently dropped as a duplicate, and a worker of `KEYS` ran `keys`'s jobs.)
+async fn keys_and_queue_names_differing_in_case_accent_or_space_are_distinct(q: Queue) {
+    let keys = [
+        "Abc",
+        "abc",
+        "Abc ",
+        "r\u{e9}sum\u{e9}",
+        "resume",
+        "re\u{301}sume\u{301}",
+        "stra\u{df}e",
+        "strasse",
+    ];
+    let mut ids = HashSet::new();
+    for key in keys {
+        let e = q
+            .enqueue_with_status(Job::new(json!({ "key": key })).key(key))
+            .await
+            .unwrap();
+        assert!(!e.duplicate, "{key:?} was taken for an earlier key");
+        ids.insert(e.id);
+    }
+    assert_eq!(ids.len(), keys.len());
+    // The bulk path, which looks the keys up first: each key finds only its own job.
+    let many = q
+        .enqueue_many(keys.iter().map(|key| Job::new(json!({})).key(*key)))
+        .await
+        .unwrap();
+    assert_eq!(many.iter().copied().collect::<HashSet<_>>(), ids);
+    for (id, key) in many.iter().zip(keys) {
+        let job = q.job(*id).await.unwrap().unwrap();
+        assert_eq!(job.payload, json!({ "key": key }));
+    }
+    let fresh = q
+        .named("bulk")
+        .enqueue_many(keys.iter().map(|key| Job::new(json!({})).key(*key)))
+        .await
+        .unwrap();
+    assert_eq!(fresh.iter().collect::<HashSet<_>>().len(), keys.len());
+
+    // Queues: each name has its own jobs, its own stats, its own worker.
+    let names = ["KEYS", "keys", "keys ", "Keys"];
+    for (n, name) in names.iter().enumerate() {
+        for _ in 0..=n {
+            q.named(*name).enqueue(Job::new(json!({}))).await.unwrap();
+        }
+    }
+    for (n, name) in names.iter().enumerate() {
+        let ready = q.named(*name).stats().await.unwrap().ready;
+        assert_eq!(ready, n as i64 + 1, "queue {name:?}");
+    }
+    let seen = Arc::new(std::sync::Mutex::new(Vec::new()));
+    let seen2 = seen.clone();
+    let report = fast(&q.named("KEYS"))
+        .until_idle(true)
+        .run(
+            move |job| {
+                seen2.lock().unwrap().push(job.queue.clone());
+                async { Ok::<_, String>(()) }
+            },
+            CancellationToken::new(),
+        )
+        .await
+        .unwrap();
+    assert_eq!(report.done, 1);
+    assert_eq!(*seen.lock().unwrap(), vec!["KEYS".to_owned()]);
+    for (n, name) in names.iter().enumerate().skip(1) {
+        let ready = q.named(*name).stats().await.unwrap().ready;
+        assert_eq!(ready, n as i64 + 1, "queue {name:?} after KEYS was drained");
+    }
+}
+
 /// NOTIFY for any of a worker's queues wakes it.
 #[tokio::test]
 async fn a_notification_for_any_of_its_queues_wakes_a_worker() {
@@ -1521,6 +1595,7 @@ on_both_databases!(
     enqueue_many_in_follows_the_caller_s_transaction,
     concurrent_bulk_enqueues_of_the_same_keys_make_one_job_each,
     an_acknowledgement_or_a_hand_back_and_a_heartbeat_of_the_same_jobs_never_deadlock,
+    keys_and_queue_names_differing_in_case_accent_or_space_are_distinct,
 );
 
 /// A connection of the other database is a typed configuration error, not a panic.
@@ -1841,6 +1916,87 @@ async fn mariadb_tables_of_version_2_migrate_with_their_jobs_in_flight() {
         .unwrap();
     assert!(!fresh.duplicate);
     assert!(q.cancel(fresh.id).await.unwrap());
+}
+
+/// Tables of version 3, in the server's default case- and accent-insensitive collation, move to
+/// the binary collation of version 4 with every job kept: the keyed job still holds its exact
+/// key (and only it), a job in flight still completes, and text outside latin1 is unchanged.
+#[tokio::test]
+async fn mariadb_tables_of_version_3_migrate_to_exact_keys_with_their_jobs() {
+    let db = MysqlDatabase::mysql("q");
+    let pool = sqlx::mysql::MySqlPoolOptions::new()
+        .max_connections(4)
+        .connect(&db.url())
+        .await
+        .unwrap();
+    let fill = |sql: &str| sql.replace("{jobs}", "lockwise_jobs");
+    for sql in [
+        fill(include_str!("../sql/mysql/queue/v1.sql")),
+        fill(include_str!("../sql/mysql/queue/v2.sql")),
+        fill(include_str!("../sql/mysql/queue/v3.sql")),
+        "ALTER TABLE lockwise_jobs CONVERT TO CHARACTER SET utf8mb4 COLLATE utf8mb4_general_ci"
+            .to_owned(),
+        "INSERT INTO lockwise_jobs (queue, payload, state, attempt, lease_until, worker, \
+         idempotency_key) VALUES \
+         ('q', '{\"v\": \"r\u{e9}sum\u{e9} \u{65e5}\u{672c} \u{1f512}\"}', 'running', 1, \
+          NOW(6) + INTERVAL 30 SECOND, 'old', NULL), \
+         ('q', '{}', 'available', 0, NULL, NULL, 'Abc')"
+            .to_owned(),
+    ] {
+        sqlx::raw_sql(sqlx::AssertSqlSafe(sql))
+            .execute(&pool)
+            .await
+            .unwrap();
+    }
+    let options = ConnectOptions::default().queue("q");
+    let outdated = lockwise::queue::connect(&db.url(), options.clone().migrate(false)).await;
+    assert!(
+        matches!(
+            outdated,
+            Err(lockwise::Error::NotMigrated { outdated: true, .. })
+        ),
+        "{outdated:?}"
+    );
+    let q = lockwise::queue::connect(&db.url(), options.clone())
+        .await
+        .unwrap();
+    let collations: Vec<String> = sqlx::query_scalar(
+        "SELECT DISTINCT collation_name FROM information_schema.columns \
+         WHERE table_schema = DATABASE() AND table_name = 'lockwise_jobs' \
+         AND collation_name IS NOT NULL",
+    )
+    .fetch_all(&pool)
+    .await
+    .unwrap();
+    assert_eq!(collations, vec!["utf8mb4_nopad_bin".to_owned()]);
+    let ids: Vec<i64> =
+        sqlx::query_scalar("SELECT CAST(id AS SIGNED) FROM lockwise_jobs ORDER BY id")
+            .fetch_all(&pool)
+            .await
+            .unwrap();
+    let (running, keyed) = (JobId(ids[0]), JobId(ids[1]));
+    let job = q.job(running).await.unwrap().unwrap();
+    assert_eq!(
+        job.payload,
+        json!({"v": "r\u{e9}sum\u{e9} \u{65e5}\u{672c} \u{1f512}"})
+    );
+    assert_eq!(q.complete(&[(running, 1)]).await.unwrap(), 1);
+    let same = q
+        .enqueue_with_status(Job::new(json!({})).key("Abc"))
+        .await
+        .unwrap();
+    assert_eq!((same.id, same.duplicate), (keyed, true));
+    for other in ["abc", "Abc ", "ABC"] {
+        let new = q
+            .enqueue_with_status(Job::new(json!({})).key(other))
+            .await
+            .unwrap();
+        assert!(!new.duplicate, "{other:?} was taken for Abc");
+    }
+    // Migrated once: a second connect sees the latest version and changes nothing.
+    lockwise::queue::connect(&db.url(), options.migrate(false))
+        .await
+        .unwrap();
 }
 
 /// The MariaDB reaper never waits for a worker's statement on a job: an expired lease that a

@@ -401,6 +401,56 @@ pub(crate) async fn bad_input_is_refused_before_anything_is_stored(h: &dyn Harne
     assert!(g.release().await.unwrap());
 }
 
+/// Keys that differ only in case, accents, Unicode normalisation or a trailing space are
+/// different locks (a case-insensitive lock name on the server would make them one).
+pub(crate) async fn keys_differing_in_case_accent_or_space_are_distinct_locks(h: &dyn Harness) {
+    let a = h.locker().await;
+    let keys = [
+        "Abc",
+        "abc",
+        "ABC",
+        "Abc ",
+        " Abc",
+        "r\u{e9}sum\u{e9}",
+        "re\u{301}sume\u{301}",
+        "resume",
+        "stra\u{df}e",
+        "strasse",
+    ];
+    let mut guards = Vec::new();
+    for key in keys {
+        let g = a
+            .try_acquire(key, &ttl(5_000))
+            .await
+            .unwrap()
+            .unwrap_or_else(|| panic!("{key:?} is taken by one of the keys before it"));
+        guards.push(g);
+    }
+    // A new grant of one key is above every token issued before, its look-alikes' too.
+    let first = guards.remove(0);
+    assert!(first.release().await.unwrap());
+    let again = a.try_acquire("Abc", &ttl(5_000)).await.unwrap().unwrap();
+    for (g, key) in guards.iter().zip(&keys[1..]) {
+        assert!(
+            again.token() > g.token(),
+            "{key:?}: {} then {}",
+            g.token(),
+            again.token()
+        );
+    }
+    let b = h.locker().await;
+    for key in keys {
+        assert!(
+            b.try_acquire(key, &ttl(5_000)).await.unwrap().is_none(),
+            "{key:?} was free to another client"
+        );
+    }
+    assert!(again.release().await.unwrap());
+    for g in guards {
+        assert!(g.release().await.unwrap());
+    }
+}
+
 /// A grant whose reply arrives after its local deadline is never acted on (and is released).
 pub(crate) async fn a_grant_that_arrives_too_late_is_discarded(h: &dyn Harness) {
     let (faulty, late) = late_replies(h, 400 * MS).await;

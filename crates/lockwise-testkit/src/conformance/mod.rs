@@ -122,6 +122,7 @@ macro_rules! __for_each_case {
             a_dropped_acquire_leaves_no_lock_behind,
             a_dropped_guard_releases_its_lock,
             bad_input_is_refused_before_anything_is_stored,
+            keys_differing_in_case_accent_or_space_are_distinct_locks,
             ttls_from_the_minimum_to_the_maximum_work,
             a_grant_that_arrives_too_late_is_discarded,
             a_hung_renewal_cannot_hide_a_loss,
