@@ -541,9 +541,9 @@ async fn dispatch(command: QueueCommand) -> Result<u8, Failure> {
             let queue = open(&a.conn, &a.queue, 1, Store::Existing).await?;
             for job in queue.dead(a.limit).await? {
                 let line = if a.json {
-                    inspect::dead_json(&job).to_string()
+                    inspect::job_json(&job).to_string()
                 } else {
-                    inspect::dead_text(&job)
+                    inspect::job_line(&job)
                 };
                 exit::print_line(&line, "nothing was changed")?;
             }

@@ -171,7 +171,28 @@ fn a_failing_handler_stores_its_stderr_and_dies_after_max_attempts(s: Db) {
         id.trim().parse::<i64>().unwrap(),
         "a number, as enqueue prints it"
     );
-    assert_eq!(dead["attempts"], 1);
+    // One job shape: `dead --json` prints what `show --json` prints, times in RFC 3339 UTC.
+    let shown = ok(queue(&s, "show", &[id.trim(), "--json"]).output().unwrap());
+    let shown: serde_json::Value = serde_json::from_str(shown.trim()).unwrap();
+    assert_eq!(dead, shown);
+    assert_eq!(
+        (&dead["attempt"], &dead["queue"], &dead["state"]),
+        (
+            &serde_json::json!(1),
+            &serde_json::json!("q"),
+            &serde_json::json!("dead")
+        )
+    );
+    let at = dead["errors"][0]["at"].as_str().unwrap();
+    assert!(at.ends_with('Z') && at.contains('T'), "{at}");
+    for time in [
+        at,
+        dead["created_at"].as_str().unwrap(),
+        dead["finished_at"].as_str().unwrap(),
+    ] {
+        assert!(humantime::parse_rfc3339(time).is_ok(), "{time}");
+        assert_eq!(time.len(), "2026-12-04T15:28:45.123456Z".len(), "{time}");
+    }
     let error = dead["last_error"].as_str().unwrap();
     assert!(
         error.contains("exited with 3") && error.contains("something broke"),
@@ -852,6 +873,30 @@ fn a_large_payload_comes_from_stdin_or_a_file(s: Db) {
         let out = bad.wait_with_output().unwrap();
         assert_eq!(out.status.code(), Some(64), "{payload}: {out:?}");
     }
+}
+
+/// A payload over MariaDB's `max_allowed_packet` is an input error that names the limit (exit
+/// 64, nothing stored, no driver warning), not a backend failure (69).
+#[test]
+fn a_payload_over_max_allowed_packet_is_an_input_error_on_mariadb() {
+    let s = Db::my("qcli");
+    ok(queue(&s, "migrate", &[]).output().unwrap());
+    let file = tempfile::NamedTempFile::new().unwrap();
+    let big = serde_json::json!({"blob": "x".repeat(17 * 1024 * 1024)});
+    std::fs::write(file.path(), big.to_string()).unwrap();
+    let at_file = format!("@{}", file.path().display());
+    let out = queue(&s, "enqueue", &["--queue", "q", "--payload", &at_file])
+        .output()
+        .unwrap();
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(64), "{stderr}");
+    assert!(
+        stderr.contains("max_allowed_packet") && stderr.contains("16760832 bytes"),
+        "{stderr}"
+    );
+    assert!(!stderr.contains("WARN"), "{stderr}");
+    assert_eq!(stderr.lines().count(), 1, "{stderr}");
+    assert_eq!(stats(&s)["ready"], 0);
 }
 
 /// A handler whose stderr holds a NUL byte and invalid UTF-8 still has its failure recorded at

@@ -14,7 +14,7 @@ use lockwise::backend::{Attempt, ReleaseWatch};
 use lockwise::history::{Event, Verdict};
 use lockwise::postgres::{Once, Store, XactLock};
 use lockwise::queue::{
-    Claimed, ConnectOptions, DeadJob, Job, JobContext, JobId, Queue, Stats, Worker, WorkerReport,
+    Claimed, ConnectOptions, Job, JobContext, JobId, JobInfo, Queue, Stats, Worker, WorkerReport,
 };
 use lockwise::{
     Election, Error, FencingToken, Guard, LockOptions, Locker, OwnerToken, Retry, Role, Singleton,
@@ -61,7 +61,7 @@ fn public_types_are_send_and_sync() {
     send_sync::<JobId>();
     send_sync::<Claimed>();
     send_sync::<Stats>();
-    send_sync::<DeadJob>();
+    send_sync::<JobInfo>();
     send_sync::<ConnectOptions>();
 }
 

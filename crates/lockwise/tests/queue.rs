@@ -384,7 +384,7 @@ async fn a_failing_job_dies_after_exactly_max_attempts(q: Queue) {
     let dead = q.dead(10).await.unwrap();
     assert_eq!(dead.len(), 1);
     assert_eq!(dead[0].id, id);
-    assert_eq!(dead[0].attempts, 3);
+    assert_eq!(dead[0].attempt, 3);
     assert_eq!(dead[0].last_error.as_deref(), Some("boom on attempt 3"));
     assert_eq!(
         dead[0].errors.as_array().unwrap().len(),
@@ -1997,6 +1997,37 @@ async fn mariadb_tables_of_version_3_migrate_to_exact_keys_with_their_jobs() {
     lockwise::queue::connect(&db.url(), options.migrate(false))
         .await
         .unwrap();
+}
+
+/// A payload larger than a statement can carry on the server is refused before anything is
+/// sent (`InvalidJob`, naming `max_allowed_packet`), alone or among other jobs, and nothing of
+/// the call is stored; the connection stays usable.
+#[tokio::test]
+async fn a_payload_over_max_allowed_packet_is_refused_before_anything_is_stored() {
+    let (_db, q) = my_queue("q").await;
+    let packet: u64 = sqlx::query_scalar("SELECT CAST(@@max_allowed_packet AS UNSIGNED)")
+        .fetch_one(q.mysql_pool().unwrap())
+        .await
+        .unwrap();
+    let huge = json!({"blob": "x".repeat(usize::try_from(packet).unwrap())});
+    let err = q.enqueue(Job::new(huge.clone())).await.unwrap_err();
+    assert!(
+        matches!(&err, lockwise::Error::InvalidJob { reason } if reason.contains("max_allowed_packet")),
+        "{err:?}"
+    );
+    assert!(err.is_invalid_input());
+    let err = q
+        .enqueue_many([Job::new(json!({"small": 1})), Job::new(huge)])
+        .await
+        .unwrap_err();
+    assert!(matches!(err, lockwise::Error::InvalidJob { .. }), "{err:?}");
+    assert_eq!(waiting(q.stats().await.unwrap()), 0, "nothing stored");
+    // Just under the limit goes, alone.
+    let limit = usize::try_from(packet).unwrap() - (16 << 10);
+    let fits = json!({"blob": "x".repeat(limit - 20)});
+    assert!(fits.to_string().len() <= limit);
+    q.enqueue(Job::new(fits)).await.unwrap();
+    assert_eq!(waiting(q.stats().await.unwrap()), 1);
 }
 
 /// The MariaDB reaper never waits for a worker's statement on a job: an expired lease that a

@@ -335,7 +335,7 @@ async fn a_version_3_schema_migrates_to_the_ring_layout_with_jobs_in_every_state
     );
     assert_eq!(
         (
-            dead[0].attempts,
+            dead[0].attempt,
             dead[0].last_error.as_deref(),
             &dead[0].payload
         ),

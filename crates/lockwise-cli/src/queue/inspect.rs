@@ -5,7 +5,7 @@
 use std::borrow::Cow;
 use std::time::{Duration, SystemTime};
 
-use lockwise::queue::{DeadJob, JobId, JobInfo, JobState, Stats};
+use lockwise::queue::{JobId, JobInfo, JobState, Stats};
 use serde_json::{Value, json};
 
 use super::{Conn, Store, open};
@@ -59,26 +59,9 @@ pub(super) fn stats_text(s: &Stats) -> String {
     )
 }
 
-/// One dead letter as a JSON line (the id a number, as `enqueue --json` prints it).
-pub(super) fn dead_json(job: &DeadJob) -> Value {
-    json!({
-        "id": job.id.0, "payload": job.payload, "attempts": job.attempts,
-        "last_error": job.last_error, "errors": job.errors,
-    })
-}
-
-/// One dead letter as a line of text: id, attempts, last error.
-pub(super) fn dead_text(job: &DeadJob) -> String {
-    format!(
-        "{}\tattempts {}\t{}",
-        job.id,
-        job.attempts,
-        printable(job.last_error.as_deref().unwrap_or_default())
-    )
-}
-
-/// Everything about a job as one JSON object (`show --json`, a line of `list --json`).
-fn job_json(job: &JobInfo) -> Value {
+/// Everything about a job as one JSON object (`show --json`, a line of `list --json` and of
+/// `dead --json`): one shape wherever a job is printed.
+pub(super) fn job_json(job: &JobInfo) -> Value {
     json!({
         "id": job.id.0,
         "queue": job.queue,
@@ -122,8 +105,8 @@ fn job_text(job: &JobInfo) -> String {
     )
 }
 
-/// A line of `list`: id, state, attempts, when (due, or finished), key, last error.
-fn job_line(job: &JobInfo) -> String {
+/// A line of `list` and `dead`: id, state, attempts, when (due, or finished), key, last error.
+pub(super) fn job_line(job: &JobInfo) -> String {
     let when = if job.state.is_finished() {
         job.finished_at
     } else {

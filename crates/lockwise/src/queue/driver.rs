@@ -14,7 +14,7 @@ use async_trait::async_trait;
 use tokio::sync::Notify;
 use tokio_util::sync::CancellationToken;
 
-use super::{Claimed, DeadJob, Enqueued, Executor, Job, JobId, JobInfo, JobState, Stats};
+use super::{Claimed, Enqueued, Executor, Job, JobId, JobInfo, JobState, Stats};
 use crate::error::Result;
 
 /// One claim: acknowledge `finished` (id, attempt) as done, then claim up to `limit` ready
@@ -93,7 +93,7 @@ pub(crate) trait Driver: std::fmt::Debug + Send + Sync + 'static {
     async fn stats(&self, queue: &str) -> Result<Stats>;
 
     /// The dead letters of one queue, oldest first.
-    async fn dead(&self, queue: &str, limit: i64) -> Result<Vec<DeadJob>>;
+    async fn dead(&self, queue: &str, limit: i64) -> Result<Vec<JobInfo>>;
 
     /// Sends a dead job back to available with a fresh budget.
     async fn retry(&self, id: JobId) -> Result<bool>;
@@ -173,6 +173,17 @@ pub(super) trait Insert: Sync {
         Ok(())
     }
 
+    /// The largest payload, in bytes, that one statement of this server can carry (`None`: no
+    /// limit below the protocol's). A job with a larger payload is an
+    /// [`Error::InvalidJob`](crate::Error::InvalidJob) before anything is sent.
+    async fn max_payload(
+        &self,
+        conn: &mut <Self::Db as sqlx::Database>::Connection,
+    ) -> Result<Option<usize>> {
+        let _ = conn;
+        Ok(None)
+    }
+
     /// Inserts `job` into `queue` through `conn`.
     async fn insert(
         &self,
@@ -225,12 +236,23 @@ pub(super) async fn insert_in<S: Insert>(
     queue: &str,
     jobs: &[Job],
 ) -> Result<Vec<Enqueued>> {
+    let payloads: Vec<String> = jobs.iter().map(|job| job.payload.to_string()).collect();
+    // Every payload is checked before the first statement: a job too large stores nothing.
+    let max_payload = store.max_payload(&mut *conn).await?;
+    if let Some(limit) = max_payload {
+        for payload in &payloads {
+            check_payload(payload.len(), limit)?;
+        }
+    }
+    let max_bytes = max_payload.map_or(S::MAX_BYTES, |limit| limit.min(S::MAX_BYTES));
     let mut done = Vec::with_capacity(jobs.len());
     let mut rest = jobs;
+    let mut offset = 0;
     while let Some(first) = rest.first() {
         if first.windowed_key().is_some() {
             done.push(store.insert(&mut *conn, queue, first).await?);
             rest = &rest[1..];
+            offset += 1;
             continue;
         }
         let end = rest
@@ -238,16 +260,24 @@ pub(super) async fn insert_in<S: Insert>(
             .position(|job| job.windowed_key().is_some())
             .unwrap_or(rest.len());
         let (run, after) = rest.split_at(end);
-        let payloads: Vec<String> = run.iter().map(|job| job.payload.to_string()).collect();
+        let payloads = &payloads[offset..offset + run.len()];
+        // With a server limit, a statement's size counts each row's other values too.
+        let row_bytes = |i: usize| match max_payload {
+            Some(_) => {
+                let key = run[i].key.as_deref().map_or(0, str::len);
+                payloads[i].len() + queue.len() + key + ROW_OVERHEAD
+            }
+            None => payloads[i].len(),
+        };
         let mut start = 0;
         while start < run.len() {
             let mut stop = start;
             let mut bytes = 0;
             while stop < run.len()
                 && stop - start < S::MAX_ROWS
-                && (stop == start || bytes + payloads[stop].len() <= S::MAX_BYTES)
+                && (stop == start || bytes + row_bytes(stop) <= max_bytes)
             {
-                bytes += payloads[stop].len();
+                bytes += row_bytes(stop);
                 stop += 1;
             }
             let chunk = insert_run(
@@ -260,9 +290,28 @@ pub(super) async fn insert_in<S: Insert>(
             done.extend(chunk.await?);
             start = stop;
         }
+        offset += run.len();
         rest = after;
     }
     Ok(done)
+}
+
+/// What a bulk statement carries for a row besides its payload, queue name and key (its
+/// other values and their framing), counted where the server limits a statement's size.
+const ROW_OVERHEAD: usize = 64;
+
+/// A payload of `len` bytes fits a server that carries payloads of up to `limit` bytes.
+pub(super) fn check_payload(len: usize, limit: usize) -> Result<()> {
+    if len <= limit {
+        return Ok(());
+    }
+    Err(crate::error::Error::InvalidJob {
+        reason: format!(
+            "its payload is {len} bytes, over the {limit} bytes one statement can carry on \
+             this server (MariaDB/MySQL max_allowed_packet, less room for the statement): \
+             raise max_allowed_packet, or store the payload elsewhere and enqueue a reference"
+        ),
+    })
 }
 
 /// Enqueues one chunk of jobs without a uniqueness window, in bulk: a key repeated in the

@@ -47,6 +47,7 @@
 //! # Ok(()) }
 //! ```
 
+mod attempt_errors;
 mod driver;
 #[cfg(feature = "mysql")]
 mod mysql;
@@ -65,6 +66,7 @@ pub use worker::{JobContext, Worker, WorkerReport};
 
 use crate::error::{Error, Result};
 use crate::url::BackendUrl;
+use attempt_errors::utc_errors;
 use driver::Driver;
 
 /// The id of a job, as stored (and as `lockwise queue` prints it).
@@ -394,23 +396,9 @@ pub struct JobInfo {
     pub lease_until: Option<SystemTime>,
     /// The last failed attempt's error.
     pub last_error: Option<String>,
-    /// Every failed attempt's error: `[{attempt, at, error}, …]`.
-    pub errors: Value,
-}
-
-/// A dead letter.
-#[derive(Debug, Clone)]
-#[non_exhaustive]
-pub struct DeadJob {
-    /// The job.
-    pub id: JobId,
-    /// What was enqueued.
-    pub payload: Value,
-    /// Attempts made.
-    pub attempts: i32,
-    /// The last error.
-    pub last_error: Option<String>,
-    /// Every attempt's error: `[{attempt, at, error}, …]`.
+    /// Every failed attempt's error, oldest first: `[{"attempt": 1, "at":
+    /// "2026-12-04T15:28:45.123456Z", "error": "…"}, …]`, `at` in RFC 3339 UTC with
+    /// microseconds on every database.
     pub errors: Value,
 }
 
@@ -901,12 +889,13 @@ impl Queue {
         self.driver.stats(&self.name).await
     }
 
-    /// The dead letters, oldest first, at most `limit`.
+    /// The dead letters, oldest first (by when they died), at most `limit`: the same
+    /// [`JobInfo`] as [`job`](Self::job) and [`list`](Self::list) give.
     ///
     /// # Cancel safety
     ///
     /// Cancel safe: it only reads.
-    pub async fn dead(&self, limit: i64) -> Result<Vec<DeadJob>> {
+    pub async fn dead(&self, limit: i64) -> Result<Vec<JobInfo>> {
         self.driver.dead(&self.name, limit).await
     }
 

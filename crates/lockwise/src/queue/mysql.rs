@@ -11,10 +11,12 @@ use sqlx::mysql::{MySqlConnection, MySqlPool};
 use sqlx::{AssertSqlSafe, Connection, Row};
 use tokio::sync::OnceCell;
 
-use super::driver::{ClaimRequest, Driver, FailedAttempt, Insert, insert_all, insert_in};
+use super::driver::{
+    ClaimRequest, Driver, FailedAttempt, Insert, check_payload, insert_all, insert_in,
+};
 use super::{
-    Claimed, DeadJob, Enqueued, Executor, Job, JobId, JobInfo, JobState, Stats, from_micros,
-    reported_state,
+    Claimed, Enqueued, Executor, Job, JobId, JobInfo, JobState, Stats, from_micros, reported_state,
+    utc_errors,
 };
 use crate::error::{Error, Result};
 
@@ -50,6 +52,7 @@ const ENQUEUE_EXISTING: &str = sql!("enqueue_existing.sql");
 const ENQUEUE_MANY: &str = sql!("enqueue_many.sql");
 const ENQUEUE_MANY_EXISTING: &str = sql!("enqueue_many_existing.sql");
 const AUTO_INCREMENT_INCREMENT: &str = sql!("auto_increment_increment.sql");
+const MAX_ALLOWED_PACKET: &str = sql!("max_allowed_packet.sql");
 const CLAIM_LOCK: &str = sql!("claim_lock.sql");
 const CLAIM_UPDATE: &str = sql!("claim_update.sql");
 const CLAIM_FETCH: &str = sql!("claim_fetch.sql");
@@ -62,7 +65,6 @@ const HEARTBEAT_OWNED: &str = sql!("heartbeat_owned.sql");
 const HAND_BACK: &str = sql!("hand_back.sql");
 const REAP: &str = sql!("reap.sql");
 const STATS: &str = sql!("stats.sql");
-const DEAD: &str = sql!("dead.sql");
 const RETRY: &str = sql!("retry.sql");
 const DELETE_FINISHED: &str = sql!("delete_finished.sql");
 const DELETE_FINISHED_EVERYWHERE: &str = sql!("delete_finished_everywhere.sql");
@@ -70,6 +72,7 @@ const DELETE_FINISHED_EVERYWHERE: &str = sql!("delete_finished_everywhere.sql");
 const JOB: &str = concat!(sql!("job_select.sql"), sql!("job.sql"));
 const LIST_WAITING: &str = concat!(sql!("job_select.sql"), sql!("list_waiting.sql"));
 const LIST_STATE: &str = concat!(sql!("job_select.sql"), sql!("list_state.sql"));
+const DEAD: &str = concat!(sql!("job_select.sql"), sql!("dead.sql"));
 const CANCEL: &str = sql!("cancel.sql");
 const RELEASE_KEY: &str = sql!("release_key.sql");
 
@@ -127,6 +130,8 @@ pub(super) struct MysqlDriver {
     migrated: OnceCell<()>,
     /// `@@auto_increment_increment`, read once.
     id_step: OnceCell<i64>,
+    /// `@@max_allowed_packet`, read once.
+    max_packet: OnceCell<u64>,
 }
 
 impl MysqlDriver {
@@ -137,6 +142,7 @@ impl MysqlDriver {
             table: format!("{prefix}_jobs"),
             migrated: OnceCell::new(),
             id_step: OnceCell::new(),
+            max_packet: OnceCell::new(),
         }
     }
 
@@ -347,7 +353,26 @@ impl Insert for MysqlDriver {
         Ok(answers)
     }
 
+    /// `max_allowed_packet` less 16 KiB for the statement and the job's other values: a larger
+    /// statement is refused by the server, which then closes the connection.
+    async fn max_payload(&self, conn: &mut MySqlConnection) -> Result<Option<usize>> {
+        let packet = *self
+            .max_packet
+            .get_or_try_init(|| async {
+                sqlx::query_scalar::<_, u64>(MAX_ALLOWED_PACKET)
+                    .fetch_one(&mut *conn)
+                    .await
+            })
+            .await?;
+        let limit = usize::try_from(packet).unwrap_or(usize::MAX);
+        Ok(Some(limit.saturating_sub(16 << 10)))
+    }
+
     async fn insert(&self, conn: &mut MySqlConnection, queue: &str, job: &Job) -> Result<Enqueued> {
+        let payload = job.payload.to_string();
+        if let Some(limit) = self.max_payload(&mut *conn).await? {
+            check_payload(payload.len(), limit)?;
+        }
         if let Some((key, window)) = job.windowed_key() {
             sqlx::query(self.sql(RELEASE_KEY))
                 .bind(queue)
@@ -359,7 +384,7 @@ impl Insert for MysqlDriver {
         for _ in 0..3 {
             let inserted = sqlx::query(self.sql(ENQUEUE))
                 .bind(queue)
-                .bind(job.payload.to_string())
+                .bind(&payload)
                 .bind(job.priority)
                 .bind(micros(job.delay))
                 .bind(job.max_attempts)
@@ -617,25 +642,14 @@ impl Driver for MysqlDriver {
         })
     }
 
-    async fn dead(&self, queue: &str, limit: i64) -> Result<Vec<DeadJob>> {
+    async fn dead(&self, queue: &str, limit: i64) -> Result<Vec<JobInfo>> {
         self.migrate().await?;
         let rows = sqlx::query(self.sql(DEAD))
             .bind(queue)
             .bind(limit)
             .fetch_all(&self.pool)
             .await?;
-        rows.iter()
-            .map(|r| {
-                let errors: String = r.try_get("errors")?;
-                Ok(DeadJob {
-                    id: JobId(r.try_get("id")?),
-                    payload: json(r.try_get("payload")?),
-                    attempts: r.try_get("attempt")?,
-                    last_error: r.try_get("last_error")?,
-                    errors: serde_json::from_str(&errors).unwrap_or(Value::Null),
-                })
-            })
-            .collect()
+        rows.iter().map(job_info).collect()
     }
 
     async fn retry(&self, id: JobId) -> Result<bool> {
@@ -742,6 +756,6 @@ fn job_info(row: &sqlx::mysql::MySqlRow) -> Result<JobInfo> {
         finished_at: time("finished_us")?,
         lease_until: time("lease_us")?,
         last_error: row.try_get("last_error")?,
-        errors: serde_json::from_str(&errors).unwrap_or(Value::Null),
+        errors: utc_errors(serde_json::from_str(&errors).unwrap_or(Value::Null)),
     })
 }

@@ -89,8 +89,8 @@ use tokio_util::sync::CancellationToken;
 
 use super::driver::{ClaimRequest, Driver, FailedAttempt, Insert, insert_all, insert_in};
 use super::{
-    Claimed, DeadJob, Enqueued, Executor, Job, JobId, JobInfo, JobState, Stats, from_micros,
-    reported_state,
+    Claimed, Enqueued, Executor, Job, JobId, JobInfo, JobState, Stats, from_micros, reported_state,
+    utc_errors,
 };
 use crate::db::postgres::{ADVISORY_CLASS, Schema};
 use crate::error::{Error, Result};
@@ -951,24 +951,14 @@ impl Driver for PgDriver {
         })
     }
 
-    async fn dead(&self, queue: &str, limit: i64) -> Result<Vec<DeadJob>> {
+    async fn dead(&self, queue: &str, limit: i64) -> Result<Vec<JobInfo>> {
         self.migrate().await?;
         let rows = sqlx::query(q(&self.sql.dead))
             .bind(queue)
             .bind(limit)
             .fetch_all(&self.pool)
             .await?;
-        rows.iter()
-            .map(|r| {
-                Ok(DeadJob {
-                    id: JobId(r.try_get("id")?),
-                    payload: r.try_get("payload")?,
-                    attempts: r.try_get("attempt")?,
-                    last_error: r.try_get("last_error")?,
-                    errors: r.try_get("errors")?,
-                })
-            })
-            .collect()
+        rows.iter().map(job_info).collect()
     }
 
     async fn retry(&self, id: JobId) -> Result<bool> {
@@ -1104,7 +1094,7 @@ fn job_info(row: &sqlx::postgres::PgRow) -> Result<JobInfo> {
         finished_at: time("finished_us")?,
         lease_until: time("lease_us")?,
         last_error: row.try_get("last_error")?,
-        errors: row.try_get("errors")?,
+        errors: utc_errors(row.try_get("errors")?),
     })
 }
 

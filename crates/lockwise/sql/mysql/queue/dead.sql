@@ -1,4 +1,3 @@
--- The dead letters of one queue, oldest first. ? queue, ? limit
-SELECT CAST(id AS SIGNED) AS id, payload, attempt, last_error,
-       COALESCE(errors, '[]') AS errors
-  FROM {jobs} WHERE queue = ? AND state = 'dead' ORDER BY finished_at, id LIMIT ?
+-- The WHERE clause after job_select.sql: the dead letters of one queue, oldest first.
+-- ? queue, ? limit
+ WHERE queue = ? AND state = 'dead' ORDER BY finished_at, id LIMIT ?
