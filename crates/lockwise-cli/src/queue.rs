@@ -665,8 +665,8 @@ async fn work(a: WorkArgs) -> Result<u8, Failure> {
         )
         .await?;
     eprintln!(
-        "lockwise: worker stopped: {} done, {} failed, {} handed back",
-        report.done, report.failed, report.handed_back
+        "lockwise: worker stopped: {} done, {} failed, {} cancelled, {} lease lost, {} handed back",
+        report.done, report.failed, report.cancelled, report.lease_lost, report.handed_back
     );
     Ok(0)
 }

@@ -402,6 +402,51 @@ fn jobs_are_shown_listed_cancelled_and_pruned(s: Db) {
     assert_eq!(gone.status.code(), Some(66), "{gone:?}");
 }
 
+/// Cancelling a running job kills its command at the next heartbeat; the worker logs the job
+/// as cancelled (not as a lost lease) and its summary counts it.
+fn a_cancelled_running_job_is_logged_and_counted_as_cancelled(s: Db) {
+    let id = ok(queue(&s, "enqueue", &["--queue", "q", "--payload", "{}"])
+        .output()
+        .unwrap());
+    let dir = tempfile::tempdir().unwrap();
+    let started = dir.path().join("started");
+    let script = format!("touch {}; exec sleep 30", started.display());
+    let worker = queue(
+        &s,
+        "work",
+        &["--queue", "q", "--lease", "1s", "--", "sh", "-c", &script],
+    )
+    .env("RUST_LOG", "info")
+    .stderr(Stdio::piped())
+    .spawn()
+    .unwrap();
+    wait_for("the job to start", Duration::from_secs(20), || {
+        started.exists()
+    });
+    ok(queue(&s, "cancel", &[id.trim()]).output().unwrap());
+    wait_for(
+        "the job's command to be killed",
+        Duration::from_secs(5),
+        || stats(&s)["running"] == 0,
+    );
+    std::thread::sleep(Duration::from_millis(500));
+    nix::sys::signal::kill(
+        nix::unistd::Pid::from_raw(worker.id() as i32),
+        nix::sys::signal::Signal::SIGTERM,
+    )
+    .unwrap();
+    let out = worker.wait_with_output().unwrap();
+    let said = String::from_utf8_lossy(&out.stderr);
+    assert!(out.status.success(), "{said}");
+    assert!(said.contains("outcome=cancelled"), "{said}");
+    assert!(!said.contains("outcome=lease lost"), "{said}");
+    assert!(
+        said.contains("0 done, 0 failed, 1 cancelled, 0 lease lost"),
+        "{said}"
+    );
+    assert_eq!(stats(&s)["cancelled"], 1);
+}
+
 /// `enqueue --key K --unique-for D`: a duplicate within the window, a new job after it.
 fn a_key_can_be_unique_for_a_window(s: Db) {
     let enqueue = || {
@@ -659,6 +704,7 @@ macro_rules! on_databases {
 
 on_databases!(
     enqueue_prints_the_id_the_handler_sees,
+    a_cancelled_running_job_is_logged_and_counted_as_cancelled,
     a_failing_handler_stores_its_stderr_and_dies_after_max_attempts,
     a_killed_worker_s_job_is_rescued_and_done_once,
     a_handler_that_cannot_run_stops_work_before_any_claim,

@@ -869,7 +869,16 @@ async fn cancelling_a_running_job_stops_its_handler_and_keeps_it_cancelled(q: Qu
     println!("handler stopped {:?} after the cancel", cancelled.elapsed());
     stop.cancel();
     let report = worker.await.unwrap().unwrap();
-    assert_eq!((report.done, report.failed), (0, 0));
+    assert_eq!(
+        (
+            report.done,
+            report.failed,
+            report.cancelled,
+            report.lease_lost
+        ),
+        (0, 0, 1, 0),
+        "a cancelled job is counted as cancelled, not as a lost lease"
+    );
     assert_eq!(q.job(id).await.unwrap().unwrap().state, JobState::Cancelled);
 }
 

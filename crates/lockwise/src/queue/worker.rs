@@ -7,6 +7,7 @@ use std::collections::{HashMap, HashSet, VecDeque};
 use std::fmt::Display;
 use std::future::Future;
 use std::pin::Pin;
+use std::sync::atomic::{AtomicU64, Ordering::Relaxed};
 use std::sync::{Arc, Mutex, PoisonError};
 use std::time::Duration;
 
@@ -148,6 +149,9 @@ pub struct WorkerReport {
     /// heartbeat (the lease may have gone to another worker). Neither done nor failed: the
     /// reaper gives the job back.
     pub lease_lost: u64,
+    /// Running jobs stopped because they were [cancelled](Queue::cancel) (seen at a
+    /// heartbeat): neither done, failed nor lost; the job stays cancelled.
+    pub cancelled: u64,
     /// Claimed jobs never started because the start could not be confirmed before their
     /// deadline (a claim whose reply came too late counts nowhere: it never arrived). The
     /// reaper gives them back without counting the attempt.
@@ -508,10 +512,12 @@ impl Worker {
             let names: Vec<&str> = listened.iter().map(String::as_str).collect();
             store.wake_ups(&names, w, b).await;
         });
+        let taken = Arc::new(TakenAway::default());
         tasks.spawn(heartbeat(
             self.queue.clone(),
             running.clone(),
             self.lease,
+            taken.clone(),
             background.clone(),
         ));
         tasks.spawn(reaper(self.queue.clone(), self.lease, background.clone()));
@@ -764,6 +770,8 @@ impl Worker {
             while tasks.join_next().await.is_some() {}
         })
         .await;
+        report.cancelled += taken.cancelled.load(Relaxed);
+        report.lease_lost += taken.lease_lost.load(Relaxed);
         Ok(report)
     }
 
@@ -1310,7 +1318,13 @@ struct Beat {
 /// Extends the leases of running jobs every third of the lease, and moves the local deadline
 /// of each job a heartbeat extended. Each heartbeat stays in flight until its answer could no
 /// longer move a deadline (`sent + lease − drift`); the next one starts on schedule anyway.
-async fn heartbeat(queue: Queue, running: Running, lease: Duration, stop: CancellationToken) {
+async fn heartbeat(
+    queue: Queue,
+    running: Running,
+    lease: Duration,
+    taken: Arc<TakenAway>,
+    stop: CancellationToken,
+) {
     let every = lease / 3;
     let mut next = Instant::now() + every;
     let mut in_flight = FuturesUnordered::new();
@@ -1344,7 +1358,12 @@ async fn heartbeat(queue: Queue, running: Running, lease: Duration, stop: Cancel
             Some(beat) = in_flight.next(), if !in_flight.is_empty() => {
                 let beat: Beat = beat;
                 match beat.answer {
-                    Some(Ok(owned)) => extended(&running, &beat.jobs, &owned, trusted(beat.sent, lease)),
+                    Some(Ok(owned)) => {
+                        let gone = extended(&running, &beat.jobs, &owned, trusted(beat.sent, lease));
+                        if !gone.is_empty() {
+                            why_gone(&queue, gone, every, &taken).await;
+                        }
+                    }
                     Some(Err(error)) => {
                         tracing::warn!(%error, "heartbeat failed; handlers run on until their deadline")
                     }
@@ -1356,10 +1375,16 @@ async fn heartbeat(queue: Queue, running: Running, lease: Duration, stop: Cancel
 }
 
 /// Books a heartbeat's answer: the jobs it extended trust their lease until `until`; those it
-/// found rescued elsewhere stop at once.
-fn extended(running: &Running, sent_for: &[(JobId, i32)], owned: &[JobId], until: Instant) {
+/// no longer owns (cancelled, or rescued elsewhere) stop at once, and are returned.
+fn extended(
+    running: &Running,
+    sent_for: &[(JobId, i32)],
+    owned: &[JobId],
+    until: Instant,
+) -> Vec<(JobId, RunningJob)> {
     let owned: HashSet<JobId> = owned.iter().copied().collect();
     let mut running = running.lock().unwrap_or_else(PoisonError::into_inner);
+    let mut gone = Vec::new();
     for (id, attempt) in sent_for {
         let Some(job) = running.get(id).filter(|job| job.attempt == *attempt) else {
             continue; // finished meanwhile
@@ -1373,18 +1398,50 @@ fn extended(running: &Running, sent_for: &[(JobId, i32)], owned: &[JobId], until
                 later
             });
         } else if let Some(job) = running.remove(id) {
-            tracing::warn!(%id, "lease lost; stopping the handler");
-            if let Some(task) = job.task {
+            if let Some(task) = &job.task {
                 task.abort();
             }
-            log_job(
-                *id,
-                &job.queue,
-                job.attempt,
-                "lease lost",
-                job.started.elapsed(),
-            );
+            gone.push((*id, job));
         }
+    }
+    gone
+}
+
+/// Handlers stopped from outside their execution (which then reports nothing), by why.
+#[derive(Debug, Default)]
+struct TakenAway {
+    cancelled: AtomicU64,
+    lease_lost: AtomicU64,
+}
+
+/// Logs and counts the jobs a heartbeat found no longer this worker's: cancelled by
+/// [`Queue::cancel`], or rescued (their lease lost). One look-up each, bounded by `limit`; a
+/// job that cannot be looked up counts as lost.
+async fn why_gone(
+    queue: &Queue,
+    gone: Vec<(JobId, RunningJob)>,
+    limit: Duration,
+    taken: &TakenAway,
+) {
+    for (id, job) in gone {
+        let state = timeout(limit, queue.job(id)).await;
+        let cancelled = matches!(
+            state,
+            Ok(Ok(Some(super::JobInfo { state: super::JobState::Cancelled, attempt, .. })))
+                if attempt == job.attempt
+        );
+        let outcome = if cancelled {
+            tracing::info!(%id, "cancelled; handler stopped");
+            taken.cancelled.fetch_add(1, Relaxed);
+            "cancelled"
+        } else {
+            tracing::warn!(%id, "lease lost; handler stopped");
+            taken.lease_lost.fetch_add(1, Relaxed);
+            "lease lost"
+        };
+        // A prefetched job whose handler had not started ran for no time.
+        let took = job.task.map_or(Duration::ZERO, |_| job.started.elapsed());
+        log_job(id, &job.queue, job.attempt, outcome, took);
     }
 }
 
