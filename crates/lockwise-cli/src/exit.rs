@@ -60,9 +60,22 @@ impl Failure {
 
 impl From<lockwise::Error> for Failure {
     fn from(e: lockwise::Error) -> Self {
+        let message = match &e {
+            // The library's message names its own call too; here only the command helps.
+            lockwise::Error::NotMigrated { store, outdated } => format!(
+                "the queue's {store} {}: run `lockwise queue migrate` with the same --url and \
+                 --schema first",
+                if *outdated {
+                    "needs a migration"
+                } else {
+                    "does not exist"
+                }
+            ),
+            e => e.to_string(),
+        };
         Failure {
             code: for_error(&e),
-            message: e.to_string(),
+            message,
         }
     }
 }

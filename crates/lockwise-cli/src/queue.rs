@@ -447,14 +447,25 @@ enum Store {
 }
 
 /// Connects to the queue `queue` with a pool of `connections`, migrating it or only checking
-/// that it is migrated.
+/// that it is migrated. A store that `Store::Migrate` creates is said on stderr: a mistyped
+/// `--schema` then shows at once, not as a worker that waits on an empty store.
 async fn open(conn: &Conn, queue: &str, connections: u32, store: Store) -> Result<Queue, Failure> {
     let options = ConnectOptions::default()
         .queue(queue)
         .schema(&conn.schema)
-        .max_connections(connections)
-        .migrate(store == Store::Migrate);
-    Ok(lockwise::queue::connect(&conn.url, options).await?)
+        .max_connections(connections);
+    let checked = lockwise::queue::connect(&conn.url, options.clone().migrate(false)).await;
+    match (checked, store) {
+        (Ok(queue), _) => Ok(queue),
+        (Err(lockwise::Error::NotMigrated { store, outdated }), Store::Migrate) => {
+            let queue = lockwise::queue::connect(&conn.url, options).await?;
+            if !outdated {
+                eprintln!("lockwise: created the queue's {store} (it did not exist)");
+            }
+            Ok(queue)
+        }
+        (Err(e), _) => Err(e.into()),
+    }
 }
 
 async fn dispatch(command: QueueCommand) -> Result<u8, Failure> {
@@ -530,6 +541,14 @@ async fn dispatch(command: QueueCommand) -> Result<u8, Failure> {
         QueueCommand::Stats(a) => {
             let queue = open(&a.conn, &a.queue, 1, Store::Existing).await?;
             let s = queue.stats().await?;
+            let total = s.ready + s.scheduled + s.running + s.done + s.dead + s.cancelled;
+            if total == 0 {
+                eprintln!(
+                    "lockwise: queue {:?} has no job in any state: it never had one, or all \
+                     were pruned (queue names are exact: check --queue)",
+                    a.queue
+                );
+            }
             let text = if a.json {
                 inspect::stats_json(&a.queue, &s).to_string()
             } else {

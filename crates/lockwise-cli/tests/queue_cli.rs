@@ -704,6 +704,7 @@ macro_rules! on_databases {
 
 on_databases!(
     enqueue_prints_the_id_the_handler_sees,
+    a_created_store_and_an_empty_queue_are_pointed_out,
     a_cancelled_running_job_is_logged_and_counted_as_cancelled,
     a_failing_handler_stores_its_stderr_and_dies_after_max_attempts,
     a_killed_worker_s_job_is_rescued_and_done_once,
@@ -853,7 +854,9 @@ fn read_and_admin_commands_do_not_create_the_store(s: Db) {
             );
             let stderr = String::from_utf8_lossy(&out.stderr);
             assert!(
-                stderr.contains("does not exist") && stderr.contains("lockwise queue migrate"),
+                stderr.contains("does not exist")
+                    && stderr.contains("lockwise queue migrate")
+                    && !stderr.contains("Queue::"),
                 "{sub}: {stderr}"
             );
             assert!(out.stdout.is_empty(), "{sub} printed: {out:?}");
@@ -862,6 +865,34 @@ fn read_and_admin_commands_do_not_create_the_store(s: Db) {
     let created = queue(&s, "migrate", &[]).output().unwrap();
     assert!(created.status.success(), "{created:?}");
     assert_eq!(stats(&s)["ready"], 0, "stats works once migrated");
+}
+
+/// A store that `work` or `enqueue` creates is said on stderr (a mistyped --schema shows at
+/// once), and `stats` of a queue without a single job says so (a mistyped --queue).
+fn a_created_store_and_an_empty_queue_are_pointed_out(s: Db) {
+    let work = queue(&s, "work", &["--queue", "q", "--once", "--", "true"])
+        .output()
+        .unwrap();
+    let said = String::from_utf8_lossy(&work.stderr);
+    assert!(work.status.success(), "{said}");
+    assert!(said.contains("created the queue's"), "{said}");
+    let enqueue = queue(&s, "enqueue", &["--queue", "q", "--payload", "{}"])
+        .output()
+        .unwrap();
+    let said = String::from_utf8_lossy(&enqueue.stderr);
+    assert!(enqueue.status.success() && said.is_empty(), "{said}");
+    for (name, empty) in [("q", false), ("Q", true), ("typo", true)] {
+        let out = queue(&s, "stats", &["--queue", name, "--json"])
+            .output()
+            .unwrap();
+        let said = String::from_utf8_lossy(&out.stderr);
+        assert!(out.status.success(), "{said}");
+        assert_eq!(
+            said.contains("has no job in any state"),
+            empty,
+            "{name}: {said}"
+        );
+    }
 }
 
 /// `--payload -` reads the payload from stdin and `--payload @FILE` from a file: a 10 MB
