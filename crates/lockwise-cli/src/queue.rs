@@ -31,7 +31,8 @@ Exit codes:
   66        retry: no dead job with that id; show: no job with that id; cancel: no job
             with that id that has not finished
   69        backend failure: refused, authentication, TLS, protocol; no answer within 10 s
-            (every command but work, which gives up when its database fails)
+            (every command but work); work: no claim succeeded for --give-up-after (a claim
+            with no answer fails at its lease), then running jobs got the grace period
   126, 127  work: the handler is not executable / not found (checked before any claim)";
 
 /// Work with a job queue on PostgreSQL or MariaDB/MySQL (FOR UPDATE SKIP LOCKED)
@@ -190,6 +191,11 @@ struct WorkArgs {
     /// handler runs (jobs not ready yet, delayed or waiting to retry, do not keep it running)
     #[arg(long)]
     once: bool,
+    /// Exit 69 when no claim has succeeded for this long (the database down, unreachable or
+    /// refusing; a claim that gets no answer fails when its lease would run out), or `never`
+    /// to wait for the database. Failures are logged when they start and when they end
+    #[arg(long, default_value = "30s", value_parser = parse_give_up, value_name = "DURATION|never")]
+    give_up_after: GiveUp,
     /// The handler and its arguments
     #[arg(last = true, required = true, value_name = "CMD")]
     command: Vec<OsString>,
@@ -303,6 +309,17 @@ struct PurgeArgs {
     /// Delete dead letters that died longer ago than this
     #[arg(long, value_parser = duration::parse, value_name = "DURATION")]
     older_than: Duration,
+}
+
+/// `--give-up-after`: a duration, or never.
+#[derive(Debug, Clone, Copy)]
+struct GiveUp(Option<Duration>);
+
+fn parse_give_up(text: &str) -> Result<GiveUp, String> {
+    if text == "never" {
+        return Ok(GiveUp(None));
+    }
+    duration::parse_positive(text).map(|d| GiveUp(Some(d)))
 }
 
 /// How long a one-shot queue command (everything but `work`) may take, connecting included,
@@ -640,6 +657,9 @@ async fn work(a: WorkArgs) -> Result<u8, Failure> {
         .until_idle(a.once);
     if let Some(limit) = a.timeout {
         worker = worker.timeout(limit);
+    }
+    if let GiveUp(Some(limit)) = a.give_up_after {
+        worker = worker.give_up_after(limit);
     }
     if let Some(batch) = a.batch {
         worker = worker.batch(usize::from(batch));

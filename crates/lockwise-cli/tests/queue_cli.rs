@@ -704,6 +704,7 @@ macro_rules! on_databases {
 
 on_databases!(
     enqueue_prints_the_id_the_handler_sees,
+    work_cut_off_from_its_database_gives_up_after_the_documented_bound,
     a_created_store_and_an_empty_queue_are_pointed_out,
     a_cancelled_running_job_is_logged_and_counted_as_cancelled,
     a_failing_handler_stores_its_stderr_and_dies_after_max_attempts,
@@ -892,6 +893,52 @@ fn a_created_store_and_an_empty_queue_are_pointed_out(s: Db) {
             empty,
             "{name}: {said}"
         );
+    }
+}
+
+/// `work` cut off from its database gives up with exit 69 after --give-up-after (counted from
+/// the first failed claim; one with no answer fails at its lease), saying why, and logs each
+/// failing task once, not at every retry.
+fn work_cut_off_from_its_database_gives_up_after_the_documented_bound(s: Db) {
+    ok(queue(&s, "migrate", &[]).output().unwrap());
+    let url = s.url();
+    let port = if url.contains(":5432/") { 5432 } else { 3306 };
+    let proxy = lockwise_testkit::proxy::TcpProxy::start(port);
+    let through = url.replace(&format!(":{port}/"), &format!(":{}/", proxy.port()));
+    let worker = Command::new(BIN)
+        .args(["queue", "work", "--url", &through, "--schema", s.schema()])
+        .args(["--queue", "q", "--lease", "1s", "--give-up-after", "2s"])
+        .args(["--poll-interval", "100ms", "--", "true"])
+        .env_remove("LOCKWISE_URL")
+        .env_remove("LOCKWISE_SCHEMA")
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    std::thread::sleep(Duration::from_millis(1500));
+    proxy.cut();
+    let cut = Instant::now();
+    let out = worker.wait_with_output().unwrap();
+    let took = cut.elapsed();
+    let said = String::from_utf8_lossy(&out.stderr);
+    println!("gave up {took:?} after the cut:\n{said}");
+    assert_eq!(out.status.code(), Some(69), "{said}");
+    assert!(
+        said.contains("gave up: no claim succeeded for 2s"),
+        "{said}"
+    );
+    // Lease (1 s) + 2 s, and the stop: no handler runs, so no grace is spent.
+    assert!(
+        took >= Duration::from_secs(2) && took < Duration::from_secs(8),
+        "{took:?}: {said}"
+    );
+    assert_eq!(said.matches("claim failed").count(), 1, "{said}");
+    assert!(
+        !said.contains("succeeds again"),
+        "nothing succeeded: {said}"
+    );
+    for task in ["heartbeat", "table maintenance", "reaping"] {
+        let failed = format!("{task} failed");
+        assert!(said.matches(failed.as_str()).count() <= 1, "{said}");
     }
 }
 

@@ -21,7 +21,7 @@ use tokio_util::sync::CancellationToken;
 use tokio_util::task::AbortOnDropHandle;
 
 use super::{Claimed, JobId, Queue};
-use crate::error::Result;
+use crate::error::{Error, Result};
 use crate::lease::drift;
 use crate::options::Retry;
 
@@ -218,6 +218,8 @@ pub struct Worker {
     kill_after: Duration,
     /// The queues claimed from; `None`: the queue's own name.
     queues: Option<Vec<String>>,
+    /// How long claims may fail in a row before `run` gives up; `None`: never.
+    give_up: Option<Duration>,
 }
 
 /// How one execution ended.
@@ -273,6 +275,7 @@ impl Worker {
             until_idle: false,
             kill_after: Duration::ZERO,
             queues: None,
+            give_up: None,
         }
     }
 
@@ -381,6 +384,17 @@ impl Worker {
     /// job.
     pub fn poll_interval(mut self, every: Duration) -> Self {
         self.poll = every.max(Duration::from_millis(1));
+        self
+    }
+
+    /// Gives up when no claim has succeeded for `limit` (the database down, unreachable or
+    /// refusing): [`run`](Self::run) then stops as at a shutdown (running handlers get the
+    /// grace period, bounded by their leases) and returns
+    /// [`Error::Backend`](crate::Error::Backend) with the last failure. Default: never, the
+    /// worker waits for the database, logging once when claims start failing and once when
+    /// they succeed again. `lockwise queue work` gives up after 30 s.
+    pub fn give_up_after(mut self, limit: Duration) -> Self {
+        self.give_up = Some(limit);
         self
     }
 
@@ -557,6 +571,10 @@ impl Worker {
         // further claims may go out beside one in flight.
         let mut busy = false;
         let mut not_before: Option<Instant> = None;
+        // Since when claims fail, and the last failure: logged once when claims start failing
+        // and once when they succeed again, not at every retry.
+        let mut failing: Option<(Instant, String)> = None;
+        let mut gave_up: Option<String> = None;
         let mut pace = Pace::default();
         let mut spawn_job = |job: Claimed, permit, deadline_rx: watch::Receiver<Instant>| {
             let ctx = JobContext {
@@ -638,12 +656,20 @@ impl Worker {
                     claims.push(Box::pin(request.send_on_own_task()));
                 }
             }
+            let give_up_at = match (&failing, self.give_up) {
+                (Some((since, _)), Some(limit)) => Some(*since + limit),
+                _ => None,
+            };
             tokio::select! {
                 Some(done) = claims.next(), if !claims.is_empty() => {
                     reserved = reserved.saturating_sub(done.asked);
                     pace.claim(done.took);
                     match done.answer {
                         ClaimAnswer::Claimed { jobs, not_started } => {
+                            if let Some((since, _)) = failing.take() {
+                                let ms = u64::try_from(since.elapsed().as_millis()).unwrap_or(u64::MAX);
+                                tracing::warn!(failing_ms = ms, "claims succeed again");
+                            }
                             let asked = done.asked;
                             report.not_started += not_started;
                             if self.until_idle && done.idle && asked > 0 && jobs.is_empty() && not_started == 0 {
@@ -659,16 +685,19 @@ impl Worker {
                             admit(jobs, done.deadline, &running, &mut waiting);
                         }
                         ClaimAnswer::Failed(error, sent) => {
-                            tracing::warn!(%error, "claim failed; retrying");
+                            self.claim_failed(&mut failing, error.to_string());
                             busy = false;
                             acks.splice(0..0, sent);
                             not_before = Some(Instant::now() + self.poll.min(Duration::from_secs(1)));
                             want_claim = true;
                         }
                         ClaimAnswer::NoAnswer(sent) => {
-                            tracing::warn!(
-                                "no answer to a claim before its lease would have run out; jobs it \
-                                 may have claimed come back through the reaper, attempt not counted"
+                            self.claim_failed(
+                                &mut failing,
+                                "no answer before the claim's lease would have run out (jobs it \
+                                 may have claimed come back through the reaper, attempt not \
+                                 counted)"
+                                    .to_owned(),
                             );
                             acks.splice(0..0, sent);
                             want_claim = true;
@@ -682,6 +711,10 @@ impl Worker {
                 }
                 _ = wake.notified() => want_claim = true,
                 () = sleep_until(not_before.unwrap_or_else(|| Instant::now() + self.poll)) => want_claim = true,
+                () = sleep_until(give_up_at.unwrap_or_else(Instant::now)), if give_up_at.is_some() => {
+                    gave_up = failing.take().map(|(_, error)| error);
+                    break;
+                }
                 _ = shutdown.cancelled() => {}
             }
         }
@@ -759,7 +792,11 @@ impl Worker {
         };
         give_back.extend(unfinished);
         if !give_back.is_empty() {
-            report.handed_back = self.queue.hand_back(&give_back).await?;
+            match self.queue.hand_back(&give_back).await {
+                Ok(handed_back) => report.handed_back = handed_back,
+                Err(e) if gave_up.is_none() => return Err(e),
+                Err(_) => {} // the reaper rescues them; the reason to report is the one below
+            }
         }
         // The background tasks are stopped and waited for: the maintenance stops only between
         // two statements, since a statement dropped half way would go on running on the
@@ -772,7 +809,34 @@ impl Worker {
         .await;
         report.cancelled += taken.cancelled.load(Relaxed);
         report.lease_lost += taken.lease_lost.load(Relaxed);
+        if let (Some(error), Some(limit)) = (gave_up, self.give_up) {
+            return Err(Error::backend_msg(
+                "queue",
+                format!("gave up: no claim succeeded for {limit:?}; the last failure: {error}"),
+            ));
+        }
         Ok(report)
+    }
+
+    /// Books a failed claim: logged when claims start failing (not at every retry, which
+    /// `failing` remembers with the last failure).
+    fn claim_failed(&self, failing: &mut Option<(Instant, String)>, error: String) {
+        if failing.is_none() {
+            let then = match self.give_up {
+                Some(limit) => format!("gives up after {limit:?} of failures"),
+                None => "waits for the database".to_owned(),
+            };
+            tracing::warn!(
+                %error,
+                "claim failed: the database is down, unreachable or refusing; retrying every \
+                 {:?}; the worker {then} (logged again when claims succeed)",
+                self.poll.min(Duration::from_secs(1))
+            );
+            *failing = Some((Instant::now(), error));
+        } else if let Some((_, last)) = failing {
+            tracing::debug!(%error, "claim failed again");
+            *last = error;
+        }
     }
 
     /// Books one finished execution: success is acknowledged with the next claim; a failure
@@ -1328,6 +1392,7 @@ async fn heartbeat(
     let every = lease / 3;
     let mut next = Instant::now() + every;
     let mut in_flight = FuturesUnordered::new();
+    let mut beats = Streak::new("heartbeat (handlers run on until their jobs' deadlines)");
     loop {
         tokio::select! {
             _ = stop.cancelled() => return,
@@ -1359,15 +1424,14 @@ async fn heartbeat(
                 let beat: Beat = beat;
                 match beat.answer {
                     Some(Ok(owned)) => {
+                        beats.succeeded();
                         let gone = extended(&running, &beat.jobs, &owned, trusted(beat.sent, lease));
                         if !gone.is_empty() {
                             why_gone(&queue, gone, every, &taken).await;
                         }
                     }
-                    Some(Err(error)) => {
-                        tracing::warn!(%error, "heartbeat failed; handlers run on until their deadline")
-                    }
-                    None => tracing::warn!("no heartbeat answer in time; handlers run on until their deadline"),
+                    Some(Err(error)) => beats.failed(&error),
+                    None => beats.failed(&"no answer in time"),
                 }
             }
         }
@@ -1454,6 +1518,8 @@ async fn reaper(queue: Queue, lease: Duration, stop: CancellationToken) {
     let mut rounds = tokio::time::interval_at(Instant::now() + every, every);
     rounds.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
     let mut next_reap = Instant::now() + lease / 2;
+    let mut maintenance = Streak::new("table maintenance");
+    let mut reaping = Streak::new("reaping");
     loop {
         tokio::select! {
             _ = stop.cancelled() => return,
@@ -1461,9 +1527,11 @@ async fn reaper(queue: Queue, lease: Duration, stop: CancellationToken) {
         }
         // Bounded, so that a lost answer does not stop this worker's reaping for good.
         match timeout(lease, queue.maintain(&stop)).await {
+            // (A maintenance stopped with the worker returns at once: no success to book.)
+            Ok(Ok(())) if !stop.is_cancelled() => maintenance.succeeded(),
             Ok(Ok(())) => {}
-            Ok(Err(error)) => tracing::warn!(%error, "table maintenance failed"),
-            Err(_) => tracing::warn!("table maintenance got no answer in time"),
+            Ok(Err(error)) => maintenance.failed(&error),
+            Err(_) => maintenance.failed(&"no answer in time"),
         }
         if stop.is_cancelled() {
             return;
@@ -1471,10 +1539,39 @@ async fn reaper(queue: Queue, lease: Duration, stop: CancellationToken) {
         if Instant::now() >= next_reap {
             next_reap = Instant::now() + lease / 2;
             match timeout(lease, queue.reap()).await {
-                Ok(Ok(_)) => {}
-                Ok(Err(error)) => tracing::warn!(%error, "reaping failed"),
-                Err(_) => tracing::warn!("reaping got no answer in time"),
+                Ok(Ok(_)) => reaping.succeeded(),
+                Ok(Err(error)) => reaping.failed(&error),
+                Err(_) => reaping.failed(&"no answer in time"),
             }
+        }
+    }
+}
+
+/// A background task's failures, logged once a streak: at the first failure, and when the
+/// task succeeds again (a database that is down made every task warn at every round).
+struct Streak {
+    what: &'static str,
+    since: Option<Instant>,
+}
+
+impl Streak {
+    fn new(what: &'static str) -> Self {
+        Streak { what, since: None }
+    }
+
+    fn failed(&mut self, error: &dyn Display) {
+        if self.since.is_none() {
+            self.since = Some(Instant::now());
+            tracing::warn!(%error, "{} failed; logged again when it succeeds", self.what);
+        } else {
+            tracing::debug!(%error, "{} failed again", self.what);
+        }
+    }
+
+    fn succeeded(&mut self) {
+        if let Some(since) = self.since.take() {
+            let failing_ms = u64::try_from(since.elapsed().as_millis()).unwrap_or(u64::MAX);
+            tracing::warn!(failing_ms, "{} succeeds again", self.what);
         }
     }
 }
