@@ -269,8 +269,13 @@ pub(crate) async fn supervise(args: SuperviseArgs) -> u8 {
                     continue;
                 }
                 if !args.forwarded {
-                    if nix::unistd::getppid() == parent {
-                        continue; // the worker's request to stop, sent to the command too
+                    if !orphaned {
+                        // The worker's request to stop, sent to the command too: the lease's
+                        // SIGTERM would be a second one; its SIGKILL still comes at the deadline.
+                        if let Some(lease) = &mut lease {
+                            lease.stopping = true;
+                        }
+                        continue;
                     }
                     let _ = killpg(group, Signal::SIGKILL);
                     return 128 + Signal::SIGTERM as u8;

@@ -85,6 +85,20 @@ impl DeadlineFeed {
         self.fed
     }
 
+    /// Sends a renewed `deadline` if it is later than the one fed, unless the supervisor may
+    /// already be deciding on that one (its SIGTERM is due `grace` before it): the stop has
+    /// begun then. Whether it was sent.
+    pub(crate) fn renew(&mut self, deadline: Instant, grace: Duration) -> io::Result<bool> {
+        if deadline <= self.fed {
+            return Ok(false);
+        }
+        let decides = self.fed.checked_sub(grace);
+        if decides.is_none_or(|at| Instant::now() + DECIDE_AHEAD / 2 >= at) {
+            return Ok(false);
+        }
+        self.send(deadline)
+    }
+
     /// Sends `deadline` to the supervisor. `Ok(false)` when it cannot take it now (its pipe is
     /// full: it is not reading) or is gone; the supervisor then keeps the previous deadline.
     pub(crate) fn send(&mut self, deadline: Instant) -> io::Result<bool> {

@@ -544,15 +544,10 @@ async fn supervise(
 /// already be deciding on the previous one (its SIGTERM is due `grace` before it). A refused
 /// renewal moves nothing, and a lost lock is never fed. Whether a new deadline was fed.
 fn feed_renewal(feed: &mut DeadlineFeed, guard: &Guard, grace: Duration) -> bool {
-    let deadline = guard.deadline();
-    if guard.is_lost() || deadline <= feed.fed() {
+    if guard.is_lost() {
         return false;
     }
-    let supervisor_decides = feed.fed().checked_sub(grace);
-    if supervisor_decides.is_none_or(|at| Instant::now() + DECIDE_AHEAD / 2 >= at) {
-        return false;
-    }
-    match feed.send(deadline) {
+    match feed.renew(guard.deadline(), grace) {
         Ok(sent) => sent,
         Err(e) => {
             tracing::warn!(key = guard.key(), error = %e, "cannot feed the lease's deadline");
