@@ -11,6 +11,7 @@ use tokio::process::Command;
 use tokio::signal::unix::{SignalKind, signal};
 use tokio::time::{Instant, sleep, sleep_until};
 
+use crate::deadline::{self, DeadlineSource};
 use crate::exit;
 
 /// If lockwise itself dies (SIGKILL, a crash), the kernel sends the child `signal`: a command
@@ -116,11 +117,13 @@ pub(crate) fn resolve(program: &std::ffi::OsStr) -> Result<std::path::PathBuf, U
     }
 }
 
-/// `lockwise supervise [--forwarded [--terminal] --kill-after D] -- CMD`: runs CMD in this
-/// process's group (the caller starts it as a group leader) and ends the whole group when its
-/// parent `lockwise` is gone, so that no process of the command outlives the lock or job
-/// lease it ran under, not even after a SIGKILL of `lockwise` itself (the kernel then sends
-/// this process SIGTERM, see [`stop_with_parent`]). Internal to `run` and `queue work`.
+/// `lockwise supervise [--forwarded [--terminal]] [--kill-after D] [--deadline-fd N] -- CMD`:
+/// runs CMD in this process's group (the caller starts it as a group leader) and ends the
+/// whole group when its parent `lockwise` is gone, so that no process of the command outlives
+/// the lock or job lease it ran under, not even after a SIGKILL of `lockwise` itself (the
+/// kernel then sends this process SIGTERM, see [`stop_with_parent`]). With `--deadline-fd`,
+/// it also holds the lease's deadline that `lockwise` feeds it (see [`crate::deadline`]), so
+/// the group dies by then even while `lockwise` is frozen. Internal to `run` and `queue work`.
 #[derive(Debug, clap::Args)]
 pub(crate) struct SuperviseArgs {
     /// For `lockwise run`, which forwards SIGINT, SIGTERM, SIGHUP and SIGQUIT to the whole
@@ -136,9 +139,15 @@ pub(crate) struct SuperviseArgs {
     /// forwarded) sends the whole group SIGKILL, as lockwise does with the signals it gets.
     #[arg(long, requires = "forwarded")]
     terminal: bool,
-    /// With `--forwarded`: how long the command has between SIGTERM and SIGKILL.
+    /// How long the command has between SIGTERM and SIGKILL (with `--forwarded` after the
+    /// death of the parent, and before the lease's deadline with `--deadline-fd`).
     #[arg(long, default_value = "0s", value_parser = crate::duration::parse)]
     kill_after: Duration,
+    /// An inherited pipe on which the parent sends the lease's deadline, the first before this
+    /// process starts: the group gets SIGTERM `--kill-after` before it and SIGKILL at it,
+    /// unless a newer one came first.
+    #[arg(long, value_name = "FD")]
+    deadline_fd: Option<std::os::fd::RawFd>,
     #[arg(last = true, required = true)]
     command: Vec<OsString>,
 }
@@ -165,6 +174,21 @@ pub(crate) async fn supervise(args: SuperviseArgs) -> u8 {
     let Some((program, rest)) = args.command.split_first() else {
         return exit::USAGE;
     };
+    let mut lease = match args.deadline_fd.map(Lease::open).transpose() {
+        Ok(lease) => lease,
+        Err(e) => {
+            eprintln!("lockwise: no lease deadline from lockwise ({e}); the command was not run");
+            return exit::BACKEND;
+        }
+    };
+    if lease
+        .as_ref()
+        .is_some_and(|l| deadline::boot_now() >= l.deadline)
+    {
+        eprintln!("lockwise: the lease ran out before the command could start");
+        return exit::LOST;
+    }
+    let grace = u64::try_from(args.kill_after.as_nanos()).unwrap_or(u64::MAX);
     let mut child = match Command::new(program).args(rest).spawn() {
         Ok(child) => child,
         Err(e) => {
@@ -182,6 +206,8 @@ pub(crate) async fn supervise(args: SuperviseArgs) -> u8 {
     let mut status: Option<u8> = None;
     // With --terminal: the SIGINTs and SIGTERMs meant for the command so far.
     let mut stops = 0u32;
+    // SIGTERMs this process sent its own group for the lease: not requests to stop.
+    let mut own_terms = 0u32;
     let stop = |stops: &mut u32| {
         *stops += 1;
         if args.terminal && *stops >= 2 {
@@ -202,6 +228,7 @@ pub(crate) async fn supervise(args: SuperviseArgs) -> u8 {
                 return code;
             }
         }
+        let due = lease.as_ref().map(|l| l.due(grace));
         tokio::select! {
             exited = child.wait(), if status.is_none() => {
                 status = Some(match exited {
@@ -214,17 +241,51 @@ pub(crate) async fn supervise(args: SuperviseArgs) -> u8 {
                 let _ = killpg(group, Signal::SIGKILL);
                 return 128 + Signal::SIGKILL as u8;
             }
+            newer = next_deadline(&mut lease), if lease.as_ref().is_some_and(Lease::listens) => {
+                if let Some(lease) = &mut lease {
+                    lease.deadline = newer;
+                }
+            }
+            () = lease_due(due), if due.is_some() => {
+                let Some(lease) = &mut lease else { continue };
+                // A deadline lockwise sent before this moment counts, even if not read yet.
+                if !lease.stopping && let Some(newer) = lease.source.drain() {
+                    lease.deadline = newer;
+                    continue;
+                }
+                if lease.stopping {
+                    let _ = killpg(group, Signal::SIGKILL); // this process included
+                    return 128 + Signal::SIGKILL as u8;
+                }
+                // From here on the stop is not taken back, whatever lockwise sends.
+                lease.stopping = true;
+                own_terms += 1;
+                let _ = killpg(group, Signal::SIGTERM);
+            }
             _ = term.recv() => {
+                let orphaned = nix::unistd::getppid() != parent;
+                if own_terms > 0 && !orphaned {
+                    own_terms -= 1;
+                    continue;
+                }
                 if !args.forwarded {
-                    if nix::unistd::getppid() == parent {
-                        continue; // the worker's request to stop, sent to the command too
+                    if !orphaned {
+                        // The worker's request to stop, sent to the command too: the lease's
+                        // SIGTERM would be a second one; its SIGKILL still comes at the deadline.
+                        if let Some(lease) = &mut lease {
+                            lease.stopping = true;
+                        }
+                        continue;
                     }
                     let _ = killpg(group, Signal::SIGKILL);
                     return 128 + Signal::SIGTERM as u8;
                 }
-                if kill_at.is_none() && nix::unistd::getppid() != parent {
+                if kill_at.is_none() && orphaned {
                     kill_at = Some(Instant::now() + args.kill_after);
-                    let _ = killpg(group, Signal::SIGTERM); // reaches this process too: ignored
+                    // Reaches this process too: ignored. Not twice, if the lease's came first.
+                    if !lease.as_ref().is_some_and(|l| l.stopping) {
+                        let _ = killpg(group, Signal::SIGTERM);
+                    }
                 } else if kill_at.is_none() {
                     stop(&mut stops);
                 }
@@ -235,6 +296,56 @@ pub(crate) async fn supervise(args: SuperviseArgs) -> u8 {
                 }
             }
         }
+    }
+}
+
+/// The lease's deadline as the supervisor holds it.
+struct Lease {
+    source: DeadlineSource,
+    /// Nanoseconds on `CLOCK_BOOTTIME`.
+    deadline: u64,
+    /// SIGTERM was sent for this deadline; SIGKILL follows at it.
+    stopping: bool,
+}
+
+impl Lease {
+    fn open(fd: std::os::fd::RawFd) -> io::Result<Lease> {
+        let (source, deadline) = DeadlineSource::open(fd)?;
+        Ok(Lease {
+            source,
+            deadline,
+            stopping: false,
+        })
+    }
+
+    /// When the next step is due: SIGTERM `grace` before the deadline, then SIGKILL at it.
+    fn due(&self, grace: u64) -> u64 {
+        if self.stopping {
+            self.deadline
+        } else {
+            self.deadline.saturating_sub(grace)
+        }
+    }
+
+    /// Whether newer deadlines are still taken.
+    fn listens(&self) -> bool {
+        !self.stopping && self.source.is_open()
+    }
+}
+
+/// The next deadline lockwise sends (never, without a lease).
+async fn next_deadline(lease: &mut Option<Lease>) -> u64 {
+    match lease {
+        Some(lease) => lease.source.next().await,
+        None => std::future::pending().await,
+    }
+}
+
+/// Resolves at `due`, on `CLOCK_BOOTTIME` (never, without one).
+async fn lease_due(due: Option<u64>) {
+    match due {
+        Some(due) => deadline::until_boottime(due).await,
+        None => std::future::pending().await,
     }
 }
 

@@ -2,6 +2,7 @@
 
 mod bench;
 mod child;
+mod deadline;
 mod duration;
 mod exit;
 mod lab;

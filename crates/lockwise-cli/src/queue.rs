@@ -15,6 +15,7 @@ use tokio::process::Command;
 use tokio::signal::unix::{SignalKind, signal};
 use tokio_util::sync::CancellationToken;
 
+use crate::deadline::{DECIDE_AHEAD, DeadlineFeed};
 use crate::exit::Failure;
 use crate::{duration, exit};
 
@@ -693,6 +694,9 @@ async fn work(a: WorkArgs) -> Result<u8, Failure> {
         command: a.command,
         url: a.conn.url,
         schema: a.conn.schema,
+        lease: a.lease,
+        // The worker asks a handler to stop this long before the job's deadline.
+        stop_ahead: a.kill_after.min(a.lease / 3),
     });
     let report = worker
         .run(
@@ -727,16 +731,27 @@ struct Handler {
     command: Vec<OsString>,
     url: String,
     schema: String,
+    lease: Duration,
+    stop_ahead: Duration,
 }
 
 /// Runs the handler command for one job, through `lockwise supervise` so that its whole
-/// process tree dies with this worker.
+/// process tree dies with this worker, and by the job's deadline even while this worker is
+/// frozen: the supervisor holds that deadline, fed after each heartbeat (see
+/// [`crate::deadline`]). It asks the handler to stop (SIGTERM) only when this worker did not
+/// first, a little after the worker would have ([`DECIDE_AHEAD`]).
 async fn handle(handler: &Handler, job: JobContext) -> Result<(), String> {
     const TAIL: usize = 4096;
     let exe = std::env::current_exe().map_err(|e| format!("cannot find lockwise: {e}"))?;
+    let mut deadlines =
+        DeadlineFeed::new(job.deadline()).map_err(|e| format!("cannot start the handler: {e}"))?;
+    let grace = handler.stop_ahead.saturating_sub(DECIDE_AHEAD);
     let mut cmd = Command::new(exe);
     cmd.arg("supervise")
-        .arg("--")
+        .arg("--kill-after")
+        .arg(format!("{}us", grace.as_micros()));
+    deadlines.attach(&mut cmd);
+    cmd.arg("--")
         .args(&handler.command)
         .env("LOCKWISE_JOB_ID", job.id.to_string())
         .env("LOCKWISE_JOB_ATTEMPT", job.attempt.to_string())
@@ -752,6 +767,7 @@ async fn handle(handler: &Handler, job: JobContext) -> Result<(), String> {
     let mut child = cmd
         .spawn()
         .map_err(|e| format!("cannot start the handler: {e}"))?;
+    deadlines.started();
     let group = child
         .id()
         .and_then(|id| i32::try_from(id).ok())
@@ -794,16 +810,36 @@ async fn handle(handler: &Handler, job: JobContext) -> Result<(), String> {
             child.wait().await
         };
         tokio::pin!(run);
-        tokio::select! {
-            status = &mut run => status,
-            () = job.stop_requested() => {
-                // Asked to stop: SIGTERM to the whole group (the command, and `lockwise
-                // supervise`, which leaves it to the command), then wait on; dropping this
-                // future SIGKILLs the group (`Group`).
-                if let Some(group) = group {
-                    let _ = killpg(group, Signal::SIGTERM);
+        let mut feeding = tokio::time::interval(
+            (handler.lease / 12).clamp(Duration::from_millis(1), Duration::from_secs(1)),
+        );
+        feeding.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+        // The deadline whose last look was taken: none again until a heartbeat moves it.
+        let mut looked: Option<tokio::time::Instant> = None;
+        loop {
+            // A heartbeat that lands just before the supervisor would act is fed then.
+            let last_look = deadlines
+                .fed()
+                .checked_sub(grace + DECIDE_AHEAD)
+                .unwrap_or_else(tokio::time::Instant::now);
+            tokio::select! {
+                status = &mut run => break status,
+                () = job.stop_requested() => {
+                    // Asked to stop: SIGTERM to the whole group (the command, and `lockwise
+                    // supervise`, which leaves it to the command and sends no SIGTERM of its
+                    // own), then wait on; dropping this future SIGKILLs the group (`Group`).
+                    if let Some(group) = group {
+                        let _ = killpg(group, Signal::SIGTERM);
+                    }
+                    break run.await;
                 }
-                run.await
+                _ = feeding.tick() => {
+                    let _ = deadlines.renew(job.deadline(), grace);
+                }
+                () = tokio::time::sleep_until(last_look), if looked != Some(deadlines.fed()) => {
+                    looked = Some(deadlines.fed());
+                    let _ = deadlines.renew(job.deadline(), grace);
+                }
             }
         }
     }

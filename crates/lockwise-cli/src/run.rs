@@ -17,6 +17,7 @@ use tokio::process::{Child, Command};
 use tokio::signal::unix::{SignalKind, signal};
 use tokio::time::{Instant, sleep, sleep_until};
 
+use crate::deadline::{DECIDE_AHEAD, DeadlineFeed};
 use crate::exit::Failure;
 use crate::{duration, exit};
 
@@ -40,7 +41,8 @@ the command). If lockwise dies (even by SIGKILL) the group gets SIGTERM, then SI
 --kill-after grace. When the lease cannot be renewed, the group gets SIGTERM the grace
 (--kill-after, at most TTL/4) before the lease could run out and SIGKILL at the local deadline,
 so no process of the command works on after the server may have given the lock to someone
-else. The lock is held until the command and every process left in its group have exited.
+else. This holds even while lockwise itself is frozen (stopped, starved of CPU): the command's
+supervisor process holds the deadline that lockwise feeds it after each renewal. The lock is held until the command and every process left in its group have exited.
 lockwise writes nothing to stdout, but the fencing token when run without a command (it then
 holds the lock until SIGINT, SIGTERM, SIGHUP or SIGQUIT and exits 0, or 70 if it is lost).";
 
@@ -76,7 +78,8 @@ pub(crate) struct RunArgs {
 
     /// How long the command has between SIGTERM and SIGKILL when the lock is lost or its
     /// lease cannot be renewed, at most TTL/4: SIGTERM comes that long before the lease could
-    /// run out, SIGKILL before it does. Also after a SIGKILL of lockwise itself.
+    /// run out, SIGKILL before it does, even while lockwise is frozen. Also after a SIGKILL of
+    /// lockwise itself.
     #[arg(long, default_value = "5s", value_parser = duration::parse, value_name = "DURATION")]
     kill_after: Duration,
 
@@ -173,7 +176,7 @@ async fn run_checked(args: RunArgs) -> Result<u8, Failure> {
     let grace = args.kill_after.min(args.ttl / 4);
     let terminal = Terminal::foreground();
     let child = match spawn(&args.command, &key, &guard, grace, terminal.as_ref()) {
-        Ok(child) => child,
+        Ok(started) => started,
         Err(e) => {
             if let Some(terminal) = &terminal {
                 terminal.take_back();
@@ -190,7 +193,10 @@ async fn run_checked(args: RunArgs) -> Result<u8, Failure> {
             });
         }
     };
-    let outcome = supervise(child, &guard, grace, &mut signals).await;
+    let (child, mut feed) = child;
+    // Renewals are fed well before the supervisor could act on the previous deadline.
+    let feed_every = (args.ttl / 12).clamp(Duration::from_millis(1), Duration::from_secs(1));
+    let outcome = supervise(child, &guard, &mut feed, grace, feed_every, &mut signals).await;
     if let Some(terminal) = &terminal {
         terminal.take_back();
     }
@@ -335,14 +341,16 @@ fn without_sigttou<T>(f: impl FnOnce() -> T) -> T {
 
 /// Starts the command under `lockwise supervise --forwarded`, in a process group of its own,
 /// so that signals reach the whole tree and the tree dies with lockwise; on a terminal, that
-/// group gets its foreground (see [`Terminal`]).
+/// group gets its foreground (see [`Terminal`]). The supervisor holds the lease's deadline,
+/// fed through the returned feed (its first value is there before the supervisor starts).
 fn spawn(
     command: &[OsString],
     key: &str,
     guard: &Guard,
     grace: Duration,
     terminal: Option<&Terminal>,
-) -> io::Result<Child> {
+) -> io::Result<(Child, DeadlineFeed)> {
+    let mut feed = DeadlineFeed::new(guard.deadline())?;
     let mut supervised = Command::new(std::env::current_exe()?);
     supervised
         .args(["supervise", "--forwarded", "--kill-after"])
@@ -350,6 +358,7 @@ fn spawn(
     if terminal.is_some() {
         supervised.arg("--terminal");
     }
+    feed.attach(&mut supervised);
     supervised
         .arg("--")
         .args(command)
@@ -362,7 +371,9 @@ fn spawn(
     if let Some(terminal) = terminal {
         terminal.give_to_child(&mut supervised);
     }
-    supervised.spawn()
+    let child = supervised.spawn()?;
+    feed.started();
+    Ok((child, feed))
 }
 
 enum Outcome {
@@ -403,14 +414,20 @@ impl Signals {
 
 /// Waits until the command and every other process of its group have exited, forwarding
 /// signals; a second SIGINT or SIGTERM (the command lingers after the first) sends the group
-/// SIGKILL instead, and lockwise then exits 137 (the supervisor's 128 + SIGKILL). The group
-/// gets SIGTERM when the lock is lost, or `grace` before the local deadline when renewals
-/// have not moved it (the lease may be about to run out), and SIGKILL `grace` after that: so the command is gone before the server can give the lock to someone else.
-/// The outcome is then `Lost`, once the group is gone.
+/// SIGKILL instead, and lockwise then exits 137 (the supervisor's 128 + SIGKILL).
+///
+/// The supervisor stops the command by the lease's deadline on its own (see
+/// [`crate::deadline`]): lockwise feeds it each renewed deadline, and on a lost lock a deadline
+/// `grace` from now; the supervisor sends the group SIGTERM `grace` before the deadline and
+/// SIGKILL at it, even while lockwise is frozen. lockwise decides the same a little ahead
+/// ([`DECIDE_AHEAD`]) to report it, and sends SIGKILL at the deadline itself should the
+/// supervisor be stalled too. The outcome is then `Lost` or `Stalled`, once the group is gone.
 async fn supervise(
     mut child: Child,
     guard: &Guard,
+    feed: &mut DeadlineFeed,
     grace: Duration,
+    feed_every: Duration,
     signals: &mut Signals,
 ) -> Outcome {
     let group = child
@@ -423,43 +440,73 @@ async fn supervise(
         }
     };
     let mut status: Option<io::Result<ExitStatus>> = None;
-    let mut stopped_at: Option<Instant> = None;
+    let mut stopped = false;
     let mut stalled = false;
+    let mut kill_at: Option<Instant> = None;
     let mut killed = false;
     // SIGINTs and SIGTERMs forwarded: the second one kills the group.
     let mut stops = 0u32;
+    let mut feeding = tokio::time::interval(feed_every);
+    feeding.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
     loop {
         if status.is_some() && !group.is_some_and(|g| crate::child::group_alive(g, None)) {
             break;
         }
-        let term_at = guard
-            .deadline()
-            .checked_sub(grace)
+        let decide_at = feed
+            .fed()
+            .checked_sub(grace + DECIDE_AHEAD)
             .unwrap_or_else(Instant::now);
-        let kill_at = stopped_at.map(|at| at + grace);
         tokio::select! {
             biased;
-            _ = guard.lost(), if stopped_at.is_none() => {
-                // Reported once, when the command is gone (the outcome's message).
-                tracing::info!(key = guard.key(), "lock lost; sending SIGTERM to the command");
-                stopped_at = Some(Instant::now());
-                signal_group(Signal::SIGTERM);
-            }
-            _ = sleep_until(term_at), if stopped_at.is_none() => {
-                // Renewals may have moved the deadline meanwhile: look again.
-                if guard.deadline() <= Instant::now() + grace {
-                    eprintln!(
-                        "lockwise: the lease of lock {:?} could not be renewed and runs out in {grace:?}; sending SIGTERM to the command",
-                        guard.key()
-                    );
-                    stopped_at = Some(Instant::now());
+            _ = guard.lost(), if !stopped => {
+                stopped = true;
+                let now = Instant::now();
+                if now >= feed.fed() {
+                    // lockwise did not run until after the deadline: the supervisor has
+                    // stopped the command by then.
                     stalled = true;
+                    say_ran_out(guard.key(), now - feed.fed());
+                    kill_at = Some(now);
+                } else {
+                    // Reported once, when the command is gone (the outcome's message).
+                    tracing::info!(key = guard.key(), "lock lost; sending SIGTERM to the command");
+                    let end = feed.fed().min(now + grace);
+                    // The supervisor sends the SIGTERM (once); lockwise only if it cannot.
+                    if status.is_some() || !feed.send(end).unwrap_or(false) {
+                        signal_group(Signal::SIGTERM);
+                    }
+                    kill_at = Some(end);
+                }
+            }
+            _ = sleep_until(decide_at), if !stopped => {
+                if feed_renewal(feed, guard, grace) {
+                    continue;
+                }
+                stopped = true;
+                stalled = true;
+                let now = Instant::now();
+                let left = feed.fed().saturating_duration_since(now);
+                if left.is_zero() {
+                    say_ran_out(guard.key(), now - feed.fed());
+                } else {
+                    eprintln!(
+                        "lockwise: the lease of lock {:?} could not be renewed and runs out in {:.3}s; the command gets SIGTERM",
+                        guard.key(),
+                        left.as_secs_f64()
+                    );
+                }
+                if status.is_some() {
+                    // The supervisor is gone, what it left behind is not.
                     signal_group(Signal::SIGTERM);
                 }
+                kill_at = Some(feed.fed());
             }
             _ = sleep_until(kill_at.unwrap_or_else(Instant::now)), if kill_at.is_some() && !killed => {
                 killed = true;
                 signal_group(Signal::SIGKILL);
+            }
+            _ = feeding.tick(), if !stopped => {
+                feed_renewal(feed, guard, grace);
             }
             sig = signals.recv() => {
                 if matches!(sig, Signal::SIGINT | Signal::SIGTERM) {
@@ -483,7 +530,7 @@ async fn supervise(
     if stalled {
         return Outcome::Stalled;
     }
-    if stopped_at.is_some() || guard.is_lost() {
+    if stopped || guard.is_lost() {
         return Outcome::Lost;
     }
     match status {
@@ -491,6 +538,30 @@ async fn supervise(
         Some(Err(e)) => Outcome::WaitFailed(e),
         None => Outcome::WaitFailed(io::Error::other("the command was not waited for")),
     }
+}
+
+/// Feeds the supervisor the guard's deadline if a renewal moved it, unless the supervisor may
+/// already be deciding on the previous one (its SIGTERM is due `grace` before it). A refused
+/// renewal moves nothing, and a lost lock is never fed. Whether a new deadline was fed.
+fn feed_renewal(feed: &mut DeadlineFeed, guard: &Guard, grace: Duration) -> bool {
+    if guard.is_lost() {
+        return false;
+    }
+    match feed.renew(guard.deadline(), grace) {
+        Ok(sent) => sent,
+        Err(e) => {
+            tracing::warn!(key = guard.key(), error = %e, "cannot feed the lease's deadline");
+            false
+        }
+    }
+}
+
+/// Says that the lease ran out while lockwise could not renew it: it was not running.
+fn say_ran_out(key: &str, ago: Duration) {
+    eprintln!(
+        "lockwise: the lease of lock {key:?} ran out {:.3}s ago, before lockwise could renew it (was lockwise stopped or starved of CPU?); the command was stopped by then",
+        ago.as_secs_f64()
+    );
 }
 
 async fn release(guard: Guard) {

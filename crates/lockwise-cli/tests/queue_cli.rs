@@ -279,6 +279,111 @@ fn a_killed_worker_s_job_is_rescued_and_done_once(s: Db) {
     );
 }
 
+/// Nanosecond timestamps, one per line, written by a test's handler.
+fn stamps(path: &std::path::Path) -> Vec<i128> {
+    std::fs::read_to_string(path)
+        .unwrap_or_default()
+        .lines()
+        .filter_map(|l| l.trim().parse().ok())
+        .collect()
+}
+
+/// R19 for `queue work`: only the worker is frozen (SIGSTOP), its handler (which ignores
+/// SIGTERM) runs on. The handler's supervisor holds the job's deadline, so the handler is dead
+/// by it, and the worker that rescues the job never runs it at the same time.
+fn a_frozen_worker_s_handler_dies_by_the_job_s_deadline(s: Db) {
+    use nix::sys::signal::{Signal, kill};
+    use nix::unistd::Pid;
+    ok(queue(&s, "enqueue", &["--queue", "q", "--payload", "{}"])
+        .output()
+        .unwrap());
+    let dir = tempfile::tempdir().unwrap();
+    let pid_file = dir.path().join("pid");
+    let first = dir.path().join("first");
+    let second = dir.path().join("second");
+    let script = format!(
+        "if [ \"$LOCKWISE_JOB_ATTEMPT\" = 1 ]; then trap '' TERM; echo $$ > {pid}.tmp; \
+         mv {pid}.tmp {pid}; while :; do date +%s%N >> {first}; sleep 0.05; done; fi; \
+         for i in 1 2 3 4 5 6; do date +%s%N >> {second}; sleep 0.05; done",
+        pid = pid_file.display(),
+        first = first.display(),
+        second = second.display()
+    );
+    let lease = Duration::from_secs(2);
+    let args = [
+        "--queue",
+        "q",
+        "--lease",
+        "2s",
+        "--kill-after",
+        "200ms",
+        "--",
+        "sh",
+        "-c",
+        &script,
+    ];
+    let mut frozen = queue(&s, "work", &args)
+        .stderr(Stdio::null())
+        .spawn()
+        .unwrap();
+    wait_for("the handler to start", Duration::from_secs(20), || {
+        pid_file.exists()
+    });
+    let handler: i32 = std::fs::read_to_string(&pid_file)
+        .unwrap()
+        .trim()
+        .parse()
+        .unwrap();
+    // Let a heartbeat or two go by, so that the fed deadline has moved.
+    std::thread::sleep(Duration::from_millis(1_500));
+    let worker = Pid::from_raw(frozen.id() as i32);
+    kill(worker, Signal::SIGSTOP).unwrap();
+    let frozen_at = Instant::now();
+    let mut rescuer = queue(&s, "work", &args)
+        .stderr(Stdio::null())
+        .spawn()
+        .unwrap();
+    let alive = |pid: i32| {
+        std::fs::read_to_string(format!("/proc/{pid}/stat")).is_ok_and(|stat| !stat.contains(") Z"))
+    };
+    // The last heartbeat was sent before the freeze: the deadline is no later than this.
+    let latest_deadline = lease - (lease / 100 + Duration::from_millis(2));
+    while alive(handler) && frozen_at.elapsed() < latest_deadline + Duration::from_secs(3) {
+        std::thread::sleep(Duration::from_millis(2));
+    }
+    let gone = frozen_at.elapsed();
+    let rescued = Instant::now();
+    while stamps(&second).len() < 6 && rescued.elapsed() < Duration::from_secs(30) {
+        std::thread::sleep(Duration::from_millis(50));
+    }
+    let _ = kill(Pid::from_raw(handler), Signal::SIGKILL);
+    let _ = kill(worker, Signal::SIGKILL);
+    let _ = kill(worker, Signal::SIGCONT);
+    frozen.wait().unwrap();
+    rescuer.kill().unwrap();
+    rescuer.wait().unwrap();
+    let late_ms = (gone.as_secs_f64() - latest_deadline.as_secs_f64()) * 1e3;
+    let last_of_first = *stamps(&first).iter().max().expect("the handler ran");
+    let start_of_second = stamps(&second)
+        .into_iter()
+        .min()
+        .expect("the job was rescued");
+    println!(
+        "frozen worker: its handler was gone {late_ms:.1} ms after the latest possible \
+         deadline (negative: before); its last write {:.1} ms before the rescuer's first",
+        (start_of_second - last_of_first) as f64 / 1e6
+    );
+    assert!(
+        late_ms < 100.0,
+        "the handler of a frozen worker lived {late_ms:.1} ms past the job's deadline"
+    );
+    assert!(
+        last_of_first < start_of_second,
+        "the frozen worker's handler wrote {:.1} ms after the rescuer's started",
+        (last_of_first - start_of_second) as f64 / 1e6
+    );
+}
+
 fn json_lines(text: &str) -> Vec<serde_json::Value> {
     text.lines()
         .map(|line| serde_json::from_str(line).unwrap())
@@ -709,6 +814,7 @@ on_databases!(
     a_cancelled_running_job_is_logged_and_counted_as_cancelled,
     a_failing_handler_stores_its_stderr_and_dies_after_max_attempts,
     a_killed_worker_s_job_is_rescued_and_done_once,
+    a_frozen_worker_s_handler_dies_by_the_job_s_deadline,
     a_handler_that_cannot_run_stops_work_before_any_claim,
     read_and_admin_commands_do_not_create_the_store,
     a_large_payload_comes_from_stdin_or_a_file,

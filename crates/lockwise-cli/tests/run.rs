@@ -595,6 +595,140 @@ fn a_forgotten_lease_stops_the_command_at_once(b: Backend) {
     );
 }
 
+/// Nanosecond timestamps, one per line, written by a test's command.
+fn stamps(path: &std::path::Path) -> Vec<i128> {
+    std::fs::read_to_string(path)
+        .unwrap_or_default()
+        .lines()
+        .filter_map(|l| l.trim().parse().ok())
+        .collect()
+}
+
+/// Now on the clock `date +%s%N` uses.
+fn wall_nanos() -> i128 {
+    let since = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .expect("clock after 1970");
+    since.as_nanos() as i128
+}
+
+/// R19: only `lockwise run` is frozen (SIGSTOP), not its command. The supervisor holds the
+/// lease's deadline itself, so the command (which ignores SIGTERM) is dead by that deadline,
+/// a rival that gets the lock after the TTL never works at the same time, and the resumed
+/// lockwise exits 70 saying the lease ran out (not that it "runs out in" some time).
+fn a_frozen_lockwise_does_not_outlive_its_lease(b: Backend) {
+    use nix::sys::signal::{Signal, kill};
+    use std::io::Read;
+    let key = b.key();
+    let ttl = Duration::from_secs(2);
+    let dir = tempfile::tempdir().expect("tempdir");
+    let first = dir.path().join("first");
+    let second = dir.path().join("second");
+    let script = format!(
+        "trap '' TERM; echo \"shell $$\"; echo started; \
+         while :; do date +%s%N >> {}; sleep 0.05; done",
+        first.display()
+    );
+    let mut holder = lockwise(
+        &b.url(),
+        &key,
+        &["--ttl", "2s", "--kill-after", "200ms"],
+        &["sh", "-c", &script],
+    )
+    .stdout(Stdio::piped())
+    .stderr(Stdio::piped())
+    .spawn()
+    .expect("spawn lockwise");
+    let mut out = BufReader::new(holder.stdout.take().expect("stdout"));
+    let mut err = holder.stderr.take().expect("stderr");
+    let stderr = std::thread::spawn(move || {
+        let mut text = String::new();
+        let _ = err.read_to_string(&mut text);
+        text
+    });
+    let line = wait_for_line(&mut out, Duration::from_secs(10), |l| {
+        l.starts_with("shell ")
+    })
+    .expect("shell pid");
+    let shell: i32 = line["shell ".len()..].trim().parse().expect("pid");
+    wait_for_line(&mut out, Duration::from_secs(10), |l| l == "started").expect("started");
+    // Let a renewal or two go by, so that the deadline fed to the supervisor has moved.
+    std::thread::sleep(Duration::from_millis(1_500));
+    let pid = Pid::from_raw(holder.id() as i32);
+    kill(pid, Signal::SIGSTOP).expect("SIGSTOP");
+    let frozen = Instant::now();
+    let frozen_wall = wall_nanos();
+    // The last renewal was sent before the freeze: the local deadline is no later than this.
+    let latest_deadline = ttl - (ttl / 100 + Duration::from_millis(2));
+    let rival = lockwise(
+        &b.url(),
+        &key,
+        &["--wait", "10s"],
+        &[
+            "sh",
+            "-c",
+            &format!(
+                "for i in 1 2 3 4 5 6; do date +%s%N >> {}; sleep 0.05; done",
+                second.display()
+            ),
+        ],
+    )
+    .spawn()
+    .expect("spawn the rival");
+    while alive(shell) && frozen.elapsed() < latest_deadline + Duration::from_secs(3) {
+        std::thread::sleep(Duration::from_millis(2));
+    }
+    let gone = frozen.elapsed();
+    let rival = rival.wait_with_output().expect("rival");
+    kill(pid, Signal::SIGCONT).expect("SIGCONT");
+    let exited = exit_within(&mut holder, Duration::from_secs(10), &[shell]);
+    let _ = kill(Pid::from_raw(shell), Signal::SIGKILL);
+    let stderr = stderr.join().expect("stderr reader");
+    let late_ms = (gone.as_secs_f64() - latest_deadline.as_secs_f64()) * 1e3;
+    let ours = stamps(&first);
+    let theirs = stamps(&second);
+    let last_of_first = *ours.iter().max().expect("the command ran");
+    let start_of_second = *theirs.iter().min().expect("the rival ran");
+    println!(
+        "frozen lockwise: its command was gone {:.1} ms after the freeze, {late_ms:.1} ms \
+         after the latest possible deadline (negative: before); its last write {:.1} ms after \
+         the freeze, {:.1} ms before the rival's first",
+        gone.as_secs_f64() * 1e3,
+        (last_of_first - frozen_wall) as f64 / 1e6,
+        (start_of_second - last_of_first) as f64 / 1e6,
+    );
+    assert!(
+        late_ms < 100.0,
+        "the command of a frozen lockwise lived {late_ms:.1} ms past the lease's deadline"
+    );
+    assert_eq!(code(&rival), 0, "{rival:?}");
+    assert!(
+        last_of_first < start_of_second,
+        "the frozen holder's command wrote {:.1} ms after the rival's command started",
+        (last_of_first - start_of_second) as f64 / 1e6
+    );
+    assert_eq!(exited, Some(70), "{stderr}");
+    assert!(
+        stderr.contains("ran out") && !stderr.contains("runs out in"),
+        "the resumed lockwise must say the lease ran out: {stderr}"
+    );
+}
+
+/// The supervisor's deadline is fed by the renewals: a command that lives several TTLs is not
+/// stopped, and its exit code passes through.
+fn renewals_keep_the_command_alive(b: Backend) {
+    let key = b.key();
+    let out = lockwise(
+        &b.url(),
+        &key,
+        &["--ttl", "500ms", "--kill-after", "100ms"],
+        &["sh", "-c", "sleep 2.5; exit 3"],
+    )
+    .output()
+    .expect("run");
+    assert_eq!(code(&out), 3, "{out:?}");
+}
+
 /// `lockwise run --key K` without a command, as `etcdctl lock K`: prints the fencing token,
 /// holds the lock (renewing it past its TTL) until SIGINT or SIGTERM, then releases it and
 /// exits 0; a lock lost meanwhile exits 70.
@@ -694,7 +828,9 @@ on_backends!(
     no_process_outlives_a_killed_lockwise,
     leftovers_die_with_a_killed_lockwise,
     the_command_is_gone_before_the_lease_runs_out,
-    a_frozen_holder_loses_the_lock_after_its_ttl
+    a_frozen_holder_loses_the_lock_after_its_ttl,
+    a_frozen_lockwise_does_not_outlive_its_lease,
+    renewals_keep_the_command_alive
 );
 
 #[test]
