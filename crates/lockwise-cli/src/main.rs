@@ -6,6 +6,7 @@ mod deadline;
 mod duration;
 mod exit;
 mod lab;
+mod man;
 mod members;
 mod partition;
 mod partition_actor;
@@ -74,10 +75,11 @@ enum Command {
         /// bash, zsh, fish, elvish or powershell
         shell: clap_complete::Shell,
     },
-    /// Print a man page (roff) to stdout, e.g. `lockwise man run | man -l -`
+    /// Print a man page (roff) to stdout, e.g. `lockwise man queue work | man -l -`
     Man {
-        /// A subcommand's page (lockwise-run(1), …) instead of lockwise(1)
-        command: Option<String>,
+        /// A subcommand's page, at any depth (`run` is lockwise-run(1), `queue work`
+        /// lockwise-queue-work(1)) instead of lockwise(1)
+        command: Vec<String>,
     },
     /// Internal: one process of a lab scenario
     #[command(hide = true)]
@@ -113,7 +115,7 @@ fn main() -> ExitCode {
     }
     match cli.command {
         Command::Completions { shell } => return completions(shell),
-        Command::Man { command } => return man(command.as_deref()),
+        Command::Man { command } => return man::man(&command),
         _ => {}
     }
     let runtime = match tokio::runtime::Builder::new_multi_thread()
@@ -181,32 +183,15 @@ fn completions(shell: clap_complete::Shell) -> ExitCode {
     print_out(std::io::stdout().lock().write_all(&script))
 }
 
-/// Exit 0, or 69 after a message when stdout could not be written.
-fn print_out(written: std::io::Result<()>) -> ExitCode {
-    match written {
+/// Exit 0, or 74 (as every command) after a message when stdout could not be written.
+pub(crate) fn print_out(written: std::io::Result<()>) -> ExitCode {
+    match written.and_then(|()| std::io::Write::flush(&mut std::io::stdout())) {
         Ok(()) => ExitCode::SUCCESS,
         Err(e) => {
             eprintln!("lockwise: cannot write to stdout: {e}");
-            ExitCode::from(exit::BACKEND)
+            ExitCode::from(exit::OUTPUT)
         }
     }
-}
-
-/// `lockwise man [COMMAND]` (clap_mangen): lockwise(1), or lockwise-COMMAND(1).
-fn man(command: Option<&str>) -> ExitCode {
-    let mut cli = Cli::command();
-    cli.build();
-    let page = match command {
-        None => cli,
-        Some(name) => match cli.find_subcommand(name).filter(|c| !c.is_hide_set()) {
-            Some(sub) => sub.clone().version(VERSION),
-            None => {
-                eprintln!("lockwise: no subcommand {name:?}");
-                return ExitCode::from(exit::USAGE);
-            }
-        },
-    };
-    print_out(clap_mangen::Man::new(page).render(&mut std::io::stdout().lock()))
 }
 
 /// Diagnostics go to stderr only; `LOCKWISE_LOG` sets the filter (default `warn`, with sqlx's

@@ -96,11 +96,9 @@ async fn members(args: MembersArgs) -> Result<(), Failure> {
             );
         }
     }
-    std::io::stdout()
-        .lock()
-        .write_all(&out)
-        .map_err(|e| Failure {
-            code: crate::exit::BACKEND,
-            message: format!("cannot write to stdout: {e}"),
-        })
+    let mut stdout = std::io::stdout().lock();
+    (stdout.write_all(&out).and_then(|()| stdout.flush())).map_err(|e| Failure {
+        code: crate::exit::OUTPUT,
+        message: format!("cannot write to stdout: {e}"),
+    })
 }

@@ -249,7 +249,7 @@ struct ListArgs {
     #[arg(long, value_name = "Q")]
     queue: String,
     /// ready, scheduled, running, done, dead or cancelled
-    #[arg(long, value_parser = parse_state, value_name = "STATE")]
+    #[arg(long, value_parser = state_parser(), value_name = "STATE")]
     state: lockwise::queue::JobState,
     /// At most this many
     #[arg(long, default_value_t = 100, value_parser = clap::value_parser!(i64).range(0..), value_name = "N")]
@@ -259,8 +259,23 @@ struct ListArgs {
     json: bool,
 }
 
-fn parse_state(s: &str) -> Result<lockwise::queue::JobState, String> {
-    s.parse().map_err(|e: lockwise::Error| e.to_string())
+/// The states by name: listed for `--help` and shell completion, which would otherwise offer
+/// file names.
+fn state_parser() -> impl clap::builder::TypedValueParser<Value = lockwise::queue::JobState> {
+    use lockwise::queue::JobState;
+    let names = [
+        JobState::Ready,
+        JobState::Scheduled,
+        JobState::Running,
+        JobState::Done,
+        JobState::Dead,
+        JobState::Cancelled,
+    ]
+    .map(JobState::as_str);
+    clap::builder::TypedValueParser::try_map(
+        clap::builder::PossibleValuesParser::new(names),
+        |name| name.parse::<JobState>().map_err(|e| e.to_string()),
+    )
 }
 
 #[derive(Debug, clap::Args)]
@@ -576,7 +591,11 @@ async fn dispatch(command: QueueCommand) -> Result<u8, Failure> {
         }
         QueueCommand::Dead(a) => {
             let queue = open(&a.conn, &a.queue, 1, Store::Existing).await?;
-            for job in queue.dead(a.limit).await? {
+            let jobs = queue.dead(a.limit).await?;
+            if !a.json && !jobs.is_empty() {
+                exit::print_line(inspect::JOB_LINE_HEADER, "nothing was changed")?;
+            }
+            for job in jobs {
                 let line = if a.json {
                     inspect::job_json(&job).to_string()
                 } else {
@@ -596,6 +615,10 @@ async fn dispatch(command: QueueCommand) -> Result<u8, Failure> {
                     ),
                 });
             }
+            eprintln!(
+                "lockwise: job {} is ready again, with a fresh budget of attempts",
+                a.id
+            );
         }
         QueueCommand::Show(a) => inspect::show(&a.conn, a.id, a.json).await?,
         QueueCommand::List(a) => {

@@ -198,8 +198,14 @@ fn a_failing_handler_stores_its_stderr_and_dies_after_max_attempts(s: Db) {
         error.contains("exited with 3") && error.contains("something broke"),
         "{error}"
     );
-    // Retry gives it back with a fresh budget; purge deletes dead letters.
-    ok(queue(&s, "retry", &[id.trim()]).output().unwrap());
+    // Retry gives it back with a fresh budget, and says so; purge deletes dead letters.
+    let retried = queue(&s, "retry", &[id.trim()]).output().unwrap();
+    assert!(retried.status.success(), "{retried:?}");
+    assert!(
+        String::from_utf8_lossy(&retried.stderr)
+            .contains(&format!("job {} is ready again", id.trim())),
+        "{retried:?}"
+    );
     assert_eq!(stats(&s)["ready"], 1);
     // A job that is not dead, or no job at all: exit 66, said on stderr.
     for id in [id.trim(), "999999999"] {
@@ -449,8 +455,16 @@ fn jobs_are_shown_listed_cancelled_and_pruned(s: Db) {
     let scheduled = ok(queue(&s, "list", &["--queue", "q", "--state", "scheduled"])
         .output()
         .unwrap());
+    let mut lines = scheduled.lines();
+    assert_eq!(
+        lines.next(),
+        Some("id\tstate\tattempt\twhen\tkey\tlast_error"),
+        "a header names the columns: {scheduled}"
+    );
     assert!(
-        scheduled.starts_with(&format!("{later}\tscheduled\t")),
+        lines
+            .next()
+            .is_some_and(|line| line.starts_with(&format!("{later}\tscheduled\t"))),
         "{scheduled}"
     );
     let bad = queue(&s, "list", &["--queue", "q", "--state", "pending"])
@@ -627,7 +641,7 @@ fn text_output_escapes_control_characters(s: Db) {
         assert!(text.contains(r"bad\u{1b}[2Jthing\nsecond line"), "{text:?}");
     }
     let dead = ok(queue(&s, "dead", &["--queue", "q"]).output().unwrap());
-    assert_eq!(dead.lines().count(), 1, "{dead:?}");
+    assert_eq!(dead.lines().count(), 2, "a header and one job: {dead:?}");
     let json = ok(queue(&s, "dead", &["--queue", "q", "--json"])
         .output()
         .unwrap());

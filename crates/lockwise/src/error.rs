@@ -24,7 +24,7 @@ pub enum Error {
         reason: String,
     },
     /// The TTL is outside [`MIN_TTL`](crate::MIN_TTL)..=[`MAX_TTL`](crate::MAX_TTL).
-    #[error("invalid TTL {ttl:?}: {reason}")]
+    #[error("invalid TTL {}: {reason}", shown(*ttl))]
     InvalidTtl {
         /// The TTL that was refused.
         ttl: Duration,
@@ -86,7 +86,7 @@ pub enum Error {
         outdated: bool,
     },
     /// [`Locker::acquire`](crate::Locker::acquire) gave up after waiting this long.
-    #[error("timed out after {waited:?} waiting for lock {key:?}")]
+    #[error("timed out after {} waiting for lock {key:?}", shown(*waited))]
     WaitTimeout {
         /// The lock's key.
         key: String,
@@ -191,5 +191,50 @@ impl Error {
         Error::InvalidConfig {
             reason: reason.into(),
         }
+    }
+}
+
+/// A duration as it is written on the command line: in the largest unit that states it
+/// exactly (`25h`, `90m`, `1500ms`), not as `Debug` does (`90000s`, `1.5s`).
+pub(crate) fn shown(d: Duration) -> String {
+    let ms = d.as_millis();
+    if d.subsec_nanos() % 1_000_000 != 0 || ms == 0 {
+        return format!("{d:?}");
+    }
+    match ms {
+        ms if ms % 3_600_000 == 0 => format!("{}h", ms / 3_600_000),
+        ms if ms % 60_000 == 0 => format!("{}m", ms / 60_000),
+        ms if ms % 1_000 == 0 => format!("{}s", ms / 1_000),
+        ms => format!("{ms}ms"),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use std::time::Duration;
+
+    use super::{Error, shown};
+
+    #[test]
+    fn durations_in_messages_read_as_they_are_written() {
+        let cases = [
+            (Duration::from_secs(90_000), "25h"),
+            (Duration::from_secs(5_400), "90m"),
+            (Duration::from_secs(30), "30s"),
+            (Duration::from_millis(1_500), "1500ms"),
+            (Duration::from_micros(1_500), "1.5ms"),
+            (Duration::ZERO, "0ns"),
+        ];
+        for (d, text) in cases {
+            assert_eq!(shown(d), text);
+        }
+        let err = Error::InvalidTtl {
+            ttl: Duration::from_secs(90_000),
+            reason: "longer than the maximum of 24h",
+        };
+        assert_eq!(
+            err.to_string(),
+            "invalid TTL 25h: longer than the maximum of 24h"
+        );
     }
 }

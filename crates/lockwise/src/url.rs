@@ -41,6 +41,7 @@ impl BackendUrl {
     /// assert!(BackendUrl::parse("redis://127.0.0.1:6379/0").is_ok());
     /// assert!(BackendUrl::parse("redis://").is_err()); // no host
     /// assert!(BackendUrl::parse("ftp://x").is_err());  // unknown scheme
+    /// assert!(BackendUrl::parse("/var/lock/app").is_err()); // a path: "write file:///var/lock/app"
     /// // Relative file URLs resolve against the working directory:
     /// let here = std::env::current_dir().unwrap();
     /// assert_eq!(BackendUrl::parse("file:./locks").unwrap(), BackendUrl::File(here.join("locks")));
@@ -66,6 +67,16 @@ impl BackendUrl {
                 .filter(|c| !matches!(c, std::path::Component::CurDir))
                 .collect();
             return Ok(BackendUrl::File(path));
+        }
+        // A bare path is no URL; say which one was meant rather than "relative URL without a
+        // base".
+        if !raw.contains("://") && !raw.contains(':') {
+            return Err(Error::config(format!(
+                "{shown} is not a URL: for a lock directory write file://{}{}, for a server \
+                 redis://, postgres:// or mysql://host/…",
+                if raw.starts_with('/') { "" } else { "/" },
+                raw
+            )));
         }
         let url = url::Url::parse(raw)
             .map_err(|e| Error::config(format!("malformed URL {shown}: {e}")))?;

@@ -105,6 +105,9 @@ fn job_text(job: &JobInfo) -> String {
     )
 }
 
+/// The header of the lines of `list` and `dead`, as [`job_line`] fills them.
+pub(super) const JOB_LINE_HEADER: &str = "id\tstate\tattempt\twhen\tkey\tlast_error";
+
 /// A line of `list` and `dead`: id, state, attempts, when (due, or finished), key, last error.
 pub(super) fn job_line(job: &JobInfo) -> String {
     let when = if job.state.is_finished() {
@@ -155,7 +158,11 @@ pub(super) async fn list(
     as_json: bool,
 ) -> Result<(), Failure> {
     let queue = open(conn, queue, 1, Store::Existing).await?;
-    for job in queue.list(state, limit).await? {
+    let jobs = queue.list(state, limit).await?;
+    if !as_json && !jobs.is_empty() {
+        exit::print_line(JOB_LINE_HEADER, "nothing was changed")?;
+    }
+    for job in jobs {
         let line = if as_json {
             job_json(&job).to_string()
         } else {
