@@ -34,6 +34,7 @@
 use std::collections::HashMap;
 use std::fs::{self, File, OpenOptions};
 use std::io::{self, Write};
+use std::os::fd::OwnedFd;
 use std::path::{Path, PathBuf};
 use std::sync::{Arc, Mutex, OnceLock, PoisonError};
 use std::time::Duration;
@@ -121,6 +122,25 @@ impl FileBackend {
     /// The lock directory.
     pub fn dir(&self) -> &Path {
         &self.dir
+    }
+
+    /// A new descriptor (close-on-exec) sharing the kernel lock that marks `owner`'s lease of
+    /// `key` as held by a live process, if this backend holds that lease: give it to another
+    /// process that must count as the holder too. After the holder's death the lease stays
+    /// held until every copy is closed (or its TTL runs out).
+    ///
+    /// `lockwise run` gives one to the supervisor of its command, so that a SIGKILL of
+    /// `lockwise` frees the lock only once the command's process group is gone.
+    pub fn kernel_lock(&self, key: &str, owner: OwnerToken) -> Result<Option<OwnedFd>> {
+        let held = self.held.0.lock().unwrap_or_else(PoisonError::into_inner);
+        let Some(file) = held.get(&(Self::file_stem(key), owner)) else {
+            return Ok(None);
+        };
+        // A duplicate shares the open file description, and so the flock.
+        let copy = file
+            .try_clone()
+            .map_err(|e| io_error("cannot duplicate a lock descriptor".into(), e))?;
+        Ok(Some(OwnedFd::from(copy)))
     }
 
     /// The file name stem for `key`: lowercase hex SHA-256 of its UTF-8 bytes. Fixed forever,
