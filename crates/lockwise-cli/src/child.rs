@@ -4,7 +4,10 @@ use std::ffi::OsString;
 use std::io;
 use std::time::Duration;
 
+use std::os::fd::{AsRawFd, BorrowedFd, FromRawFd, OwnedFd, RawFd};
+
 use nix::errno::Errno;
+use nix::fcntl::{FcntlArg, FdFlag, fcntl};
 use nix::sys::signal::{Signal, killpg};
 use nix::unistd::Pid;
 use tokio::process::Command;
@@ -32,6 +35,36 @@ pub(crate) fn stop_with_parent(command: &mut Command, signal: Signal) {
             Ok(())
         });
     }
+}
+
+/// Lets `fd` (close-on-exec) survive into the program `command` runs, under the same number,
+/// which is returned for the command line. The parent's copy is closed with `command`.
+#[allow(unsafe_code)]
+pub(crate) fn inherit(command: &mut Command, fd: OwnedFd) -> RawFd {
+    let number = fd.as_raw_fd();
+    // SAFETY: the closure runs in the forked child before exec and only makes the
+    // async-signal-safe system call fcntl, on a descriptor it owns.
+    unsafe {
+        command.pre_exec(move || {
+            fcntl(&fd, FcntlArg::F_SETFD(FdFlag::empty())).map_err(io::Error::from)?;
+            Ok(())
+        });
+    }
+    number
+}
+
+/// Takes ownership of the descriptor `number` that `lockwise run` passed with [`inherit`], and
+/// makes it close-on-exec again, so that the command never inherits it.
+#[allow(unsafe_code)]
+fn adopt(number: RawFd) -> io::Result<OwnedFd> {
+    // Refuses a number that is not an open descriptor before owning it.
+    // SAFETY: the borrow lasts for this one call, on a number checked to be open by it.
+    fcntl(unsafe { BorrowedFd::borrow_raw(number) }, FcntlArg::F_GETFD)?;
+    // SAFETY: `lockwise run` opened this descriptor for this process alone (`--held-fd`),
+    // and nothing else in it uses that number.
+    let fd = unsafe { OwnedFd::from_raw_fd(number) };
+    fcntl(&fd, FcntlArg::F_SETFD(FdFlag::FD_CLOEXEC))?;
+    Ok(fd)
 }
 
 /// Why a command cannot be started, found before starting it.
@@ -148,12 +181,25 @@ pub(crate) struct SuperviseArgs {
     /// unless a newer one came first.
     #[arg(long, value_name = "FD")]
     deadline_fd: Option<std::os::fd::RawFd>,
+    /// A descriptor holding the file backend's kernel lock of the lease, kept open (but not
+    /// passed to the command) until this process ends with the group: so that lockwise's
+    /// death frees the lock only once no process of the command can work on.
+    #[arg(long, requires = "forwarded")]
+    held_fd: Option<RawFd>,
     #[arg(last = true, required = true)]
     command: Vec<OsString>,
 }
 
 pub(crate) async fn supervise(args: SuperviseArgs) -> u8 {
     let parent = nix::unistd::getppid();
+    // Held until this process ends, which it does only with (or after) the whole group.
+    let _held = match args.held_fd.map(adopt).transpose() {
+        Ok(held) => held,
+        Err(e) => {
+            eprintln!("lockwise: cannot keep the lock's descriptor: {e}");
+            return exit::BACKEND;
+        }
+    };
     let Ok(mut term) = signal(SignalKind::terminate()) else {
         return exit::BACKEND;
     };

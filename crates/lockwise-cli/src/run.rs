@@ -128,7 +128,7 @@ async fn run_checked(args: RunArgs) -> Result<u8, Failure> {
         code: exit::BACKEND,
         message: format!("cannot install signal handlers: {e}"),
     })?;
-    let locker = locker(args.url.as_deref()).await?;
+    let (locker, file) = locker(args.url.as_deref()).await?;
     let mut opts = LockOptions::ttl(args.ttl).renew(!args.no_renew);
     let conflict = args.conflict_exit_code.unwrap_or(exit::CONFLICT);
     let waiting = Instant::now();
@@ -175,7 +175,18 @@ async fn run_checked(args: RunArgs) -> Result<u8, Failure> {
     // `grace` before the local deadline and SIGKILL at it.
     let grace = args.kill_after.min(args.ttl / 4);
     let terminal = Terminal::foreground();
-    let child = match spawn(&args.command, &key, &guard, grace, terminal.as_ref()) {
+    let kernel_lock = match &file {
+        Some(backend) => backend.kernel_lock(&key, guard.owner())?,
+        None => None,
+    };
+    let child = match spawn(
+        &args.command,
+        &key,
+        &guard,
+        grace,
+        kernel_lock,
+        terminal.as_ref(),
+    ) {
         Ok(started) => started,
         Err(e) => {
             if let Some(terminal) = &terminal {
@@ -250,7 +261,8 @@ async fn hold(guard: Guard, signals: &mut Signals) -> Result<u8, Failure> {
     Ok(0)
 }
 
-async fn locker(url: Option<&str>) -> Result<Locker, Failure> {
+/// The locker of `url`, and its file backend if it is one (see [`spawn`]).
+async fn locker(url: Option<&str>) -> Result<(Locker, Option<FileBackend>), Failure> {
     let parsed = match url {
         None => BackendUrl::File(FileBackend::default_dir()?),
         Some(url) => BackendUrl::parse(url)?,
@@ -261,8 +273,11 @@ async fn locker(url: Option<&str>) -> Result<Locker, Failure> {
                 "memory: cannot exclude two processes; use file:///dir, redis://, postgres:// or mysql://",
             ));
         }
-        BackendUrl::File(dir) => Locker::new(FileBackend::open(dir)?),
-        _ => Locker::connect(url.unwrap_or_default()).await?,
+        BackendUrl::File(dir) => {
+            let backend = FileBackend::open(dir)?;
+            (Locker::new(backend.clone()), Some(backend))
+        }
+        _ => (Locker::connect(url.unwrap_or_default()).await?, None),
     })
 }
 
@@ -343,11 +358,16 @@ fn without_sigttou<T>(f: impl FnOnce() -> T) -> T {
 /// so that signals reach the whole tree and the tree dies with lockwise; on a terminal, that
 /// group gets its foreground (see [`Terminal`]). The supervisor holds the lease's deadline,
 /// fed through the returned feed (its first value is there before the supervisor starts).
+///
+/// On the file backend the supervisor also keeps a copy of the lease's kernel lock: a lease
+/// whose holder died is free at once, and the command may work on for the grace after a
+/// SIGKILL of lockwise, so the lock must outlive lockwise until the group is gone.
 fn spawn(
     command: &[OsString],
     key: &str,
     guard: &Guard,
     grace: Duration,
+    kernel_lock: Option<std::os::fd::OwnedFd>,
     terminal: Option<&Terminal>,
 ) -> io::Result<(Child, DeadlineFeed)> {
     let mut feed = DeadlineFeed::new(guard.deadline())?;
@@ -359,6 +379,10 @@ fn spawn(
         supervised.arg("--terminal");
     }
     feed.attach(&mut supervised);
+    if let Some(fd) = kernel_lock {
+        let number = crate::child::inherit(&mut supervised, fd);
+        supervised.arg(format!("--held-fd={number}"));
+    }
     supervised
         .arg("--")
         .args(command)

@@ -795,6 +795,61 @@ fn wait_forever_waits_for_the_holder() {
     assert!(holder.wait().expect("holder").success());
 }
 
+/// File backend: a SIGKILL of `lockwise run` frees the lock long before its TTL (the kernel
+/// drops a dead holder's `flock`), but only once its command, which ignores SIGTERM and so
+/// works through the whole grace (TTL/4 = 1 s), is gone: never two commands at once.
+#[test]
+fn file_lock_of_a_killed_lockwise_is_free_once_its_command_is_gone() {
+    let b = Backend::file();
+    let key = b.key();
+    let dir = tempfile::tempdir().expect("tempdir");
+    let (first, second) = (dir.path().join("first"), dir.path().join("second"));
+    let script = format!(
+        "trap '' TERM; echo started; while true; do date +%s%N >> {}; sleep 0.005; done",
+        first.display()
+    );
+    let (mut holder, _out) = spawn_holder(&b, &key, &["--ttl", "4s"], &script);
+    holder.kill().expect("SIGKILL lockwise");
+    let killed = Instant::now();
+    let _ = holder.wait();
+    let waiter = lockwise(
+        &b.url(),
+        &key,
+        &["--wait", "10s"],
+        &["sh", "-c", &format!("date +%s%N > {}", second.display())],
+    )
+    .output()
+    .expect("run");
+    let waited = killed.elapsed();
+    assert_eq!(code(&waiter), 0, "{waiter:?}");
+    // Past the grace, the first command is gone: its file holds its last write.
+    std::thread::sleep((Duration::from_millis(1_500)).saturating_sub(killed.elapsed()));
+    let last_of_first: u128 = std::fs::read_to_string(&first)
+        .expect("first")
+        .lines()
+        .filter_map(|l| l.trim().parse().ok())
+        .max()
+        .expect("the first command ran");
+    let start_of_second: u128 = std::fs::read_to_string(&second)
+        .expect("second")
+        .trim()
+        .parse()
+        .expect("a time");
+    eprintln!(
+        "the second command started {waited:?} after the SIGKILL, {} µs after the first's last write",
+        start_of_second.saturating_sub(last_of_first) / 1_000
+    );
+    assert!(
+        last_of_first < start_of_second,
+        "the first command still worked {} µs after the second started",
+        (last_of_first - start_of_second) / 1_000
+    );
+    assert!(
+        waited < Duration::from_millis(2_500),
+        "the lock came free {waited:?} after the SIGKILL: the TTL (4 s), not the death, freed it"
+    );
+}
+
 /// Cases for the backends whose server can forget a lease.
 macro_rules! on_servers {
     ($($case:ident),*) => {

@@ -2,27 +2,41 @@
 //!
 //! This is a lease store with Redis's TTL semantics, not a lock held for the whole critical
 //! section: a holder that pauses past its TTL loses the lease exactly as it would on Redis,
-//! which is what the lab needs to show. Each key has three files in the lock directory, named
-//! by the SHA-256 of the key (never the key itself):
+//! which is what the lab needs to show. But a holder that *dies* frees the lock at once, as
+//! with `flock(1)`: the kernel drops a dead process's locks. Each key has four files in the
+//! lock directory, named by the SHA-256 of the key (never the key itself):
 //!
 //! | file | content | written |
 //! |---|---|---|
 //! | `<sha256>.lock` | empty; `flock(LOCK_EX)` on it makes one operation atomic | never |
 //! | `<sha256>.lease` | owner, fence, expiry, boot id | write + rename; removed on release |
+//! | `<sha256>.held` | the owner of the grant; `flock(LOCK_EX)` on it while its holder lives | a fresh file per grant, renamed in before the lease |
 //! | `<sha256>.fence` | the last fencing token issued | write + fsync + rename + fsync(dir) |
 //!
-//! The `flock` is held only for the few microseconds of one operation (it is tied to the open
-//! file description, unlike `fcntl` record locks, which vanish when *any* descriptor of the
-//! process closes). Expiry is measured on `CLOCK_BOOTTIME`, which every process of one boot
-//! shares and which keeps counting during suspend; a lease written under another boot id
-//! counts as expired. The fencing counter survives restarts and reboots, so keep the directory
-//! off tmpfs (the default, `$XDG_STATE_HOME/lockwise` or `~/.local/state/lockwise`, is).
-//! Waiters are woken by inotify when a lease file is removed.
+//! Both `flock`s are tied to the open file description, unlike `fcntl` record locks, which
+//! vanish when *any* descriptor of the process closes; and descriptors are close-on-exec, so a
+//! command a holder runs never inherits them. The `.lock` is held only for the few
+//! microseconds of one operation. The `.held` lock is held by the holder's process from before
+//! its lease appears until after the lease is released or seen lost, so an acquirer that finds
+//! a live lease whose `.held` file names the lease's owner and is not locked knows that the
+//! holder is dead, and takes the lease at once. A frozen holder still holds its `.held` lock and
+//! keeps its lease until the TTL runs out; its successor's grant makes a new `.held` file, so
+//! the frozen holder's lock on the old one says nothing about the new lease.
+//!
+//! Expiry is measured on `CLOCK_BOOTTIME`, which every process of one boot shares and which
+//! keeps counting during suspend; a lease written under another boot id counts as expired.
+//! The fencing counter survives restarts and reboots, so keep the directory off tmpfs (the
+//! default, `$XDG_STATE_HOME/lockwise` or `~/.local/state/lockwise`, is). Waiters are woken by
+//! inotify when a lease file is removed, and when a `.held` file is closed after writing
+//! (`IN_CLOSE_WRITE`), which the kernel reports when it closes a dead holder's descriptors.
+//! (Acquirers read `.held` files read-only, so their own closes wake nobody.)
 
+use std::collections::HashMap;
 use std::fs::{self, File, OpenOptions};
 use std::io::{self, Write};
+use std::os::fd::OwnedFd;
 use std::path::{Path, PathBuf};
-use std::sync::{Arc, OnceLock};
+use std::sync::{Arc, Mutex, OnceLock, PoisonError};
 use std::time::Duration;
 
 use async_trait::async_trait;
@@ -35,11 +49,44 @@ use crate::lease::{FencingToken, OwnerToken, boottime_nanos};
 
 const LEASE_HEADER: &str = "lockwise-lease 1";
 const FENCE_HEADER: &str = "lockwise-fence 1";
+const HELD_HEADER: &str = "lockwise-held 1";
 
-/// Lease files in one directory. Clones share the directory.
+/// Lease files in one directory. Clones share the directory and the kernel locks of the
+/// leases they hold.
 #[derive(Debug, Clone)]
 pub struct FileBackend {
     dir: Arc<PathBuf>,
+    held: Arc<HeldFiles>,
+}
+
+/// The open, `flock`ed `.held` file of each lease this process holds, by key stem and owner.
+/// Closing one releases its kernel lock, so it is closed only once its lease is released or
+/// seen lost; the process's death closes them all.
+#[derive(Default)]
+struct HeldFiles(Mutex<HashMap<(String, OwnerToken), File>>);
+
+impl HeldFiles {
+    fn keep(&self, stem: &str, owner: OwnerToken, file: File) {
+        self.0
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+            .insert((stem.to_owned(), owner), file);
+    }
+
+    /// Takes out `owner`'s file for the key `stem`; dropping it releases the kernel lock.
+    fn take(&self, stem: &str, owner: OwnerToken) -> Option<File> {
+        self.0
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+            .remove(&(stem.to_owned(), owner))
+    }
+}
+
+impl std::fmt::Debug for HeldFiles {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        let held = self.0.lock().unwrap_or_else(PoisonError::into_inner).len();
+        f.debug_struct("HeldFiles").field("held", &held).finish()
+    }
 }
 
 impl FileBackend {
@@ -51,7 +98,10 @@ impl FileBackend {
             .mode(0o700)
             .create(&dir)
             .map_err(|e| io_error(format!("cannot create lock directory {}", dir.display()), e))?;
-        Ok(FileBackend { dir: Arc::new(dir) })
+        Ok(FileBackend {
+            dir: Arc::new(dir),
+            held: Arc::default(),
+        })
     }
 
     /// The per-user default lock directory: `$XDG_STATE_HOME/lockwise`, else
@@ -74,6 +124,25 @@ impl FileBackend {
         &self.dir
     }
 
+    /// A new descriptor (close-on-exec) sharing the kernel lock that marks `owner`'s lease of
+    /// `key` as held by a live process, if this backend holds that lease: give it to another
+    /// process that must count as the holder too. After the holder's death the lease stays
+    /// held until every copy is closed (or its TTL runs out).
+    ///
+    /// `lockwise run` gives one to the supervisor of its command, so that a SIGKILL of
+    /// `lockwise` frees the lock only once the command's process group is gone.
+    pub fn kernel_lock(&self, key: &str, owner: OwnerToken) -> Result<Option<OwnedFd>> {
+        let held = self.held.0.lock().unwrap_or_else(PoisonError::into_inner);
+        let Some(file) = held.get(&(Self::file_stem(key), owner)) else {
+            return Ok(None);
+        };
+        // A duplicate shares the open file description, and so the flock.
+        let copy = file
+            .try_clone()
+            .map_err(|e| io_error("cannot duplicate a lock descriptor".into(), e))?;
+        Ok(Some(OwnedFd::from(copy)))
+    }
+
     /// The file name stem for `key`: lowercase hex SHA-256 of its UTF-8 bytes. Fixed forever,
     /// so that two versions of lockwise exclude each other.
     pub fn file_stem(key: &str) -> String {
@@ -85,6 +154,7 @@ impl FileBackend {
         Paths {
             lock: self.dir.join(format!("{stem}.lock")),
             lease: self.dir.join(format!("{stem}.lease")),
+            held: self.dir.join(format!("{stem}.held")),
             fence: self.dir.join(format!("{stem}.fence")),
             dir: self.dir.as_ref().clone(),
             stem,
@@ -206,7 +276,8 @@ impl FileBackend {
     }
 
     /// **For the lab's clean-up only**: removes every file of each key in `keys`, whoever
-    /// holds it: the lease, the fencing counter, the lock file and any half-written temporary.
+    /// holds it: the lease and its `.held` file, the fencing counter, the lock file and any
+    /// half-written temporary.
     ///
     /// **Warning**: this resets fencing counters. A later grant on a purged key gets a token
     /// that a fenced resource may already have seen, and a live holder silently loses its lease.
@@ -215,7 +286,7 @@ impl FileBackend {
         for key in keys {
             let p = self.paths(key.as_ref());
             let tmp = p.tmp();
-            for path in [&p.lease, &p.fence, &tmp, &p.lock] {
+            for path in [&p.lease, &p.held, &p.fence, &tmp, &p.lock] {
                 match fs::remove_file(path) {
                     Err(e) if e.kind() != io::ErrorKind::NotFound => {
                         return Err(io_error(format!("cannot remove {}", path.display()), e));
@@ -249,6 +320,7 @@ struct Paths {
     stem: String,
     lock: PathBuf,
     lease: PathBuf,
+    held: PathBuf,
     fence: PathBuf,
 }
 
@@ -390,22 +462,85 @@ fn replace(paths: &Paths, path: &Path, content: &str, durable: bool) -> io::Resu
     Ok(())
 }
 
+/// Makes the `.held` file of a new grant to `owner` and takes its kernel lock: a fresh file
+/// (the last holder, frozen, may still lock the old one), locked and naming `owner` before it is
+/// renamed into place, all before the lease names `owner`. Opened for writing, so that its
+/// close (by the kernel, when the holder dies) is an `IN_CLOSE_WRITE` that wakes waiters.
+fn hold(paths: &Paths, owner: OwnerToken) -> io::Result<File> {
+    let tmp = paths.tmp();
+    match fs::remove_file(&tmp) {
+        Err(e) if e.kind() != io::ErrorKind::NotFound => return Err(e),
+        _ => {}
+    }
+    let mut file = OpenOptions::new().write(true).create_new(true).open(&tmp)?;
+    match file.try_lock() {
+        Ok(()) => {}
+        // Nobody else can have opened a file this operation just created.
+        Err(std::fs::TryLockError::WouldBlock) => {
+            return Err(io::Error::other(format!(
+                "{} was locked as soon as it was created",
+                tmp.display()
+            )));
+        }
+        Err(std::fs::TryLockError::Error(e)) => return Err(e),
+    }
+    file.write_all(format!("{HELD_HEADER}\nowner {}\n", owner.to_hex()).as_bytes())?;
+    fs::rename(&tmp, &paths.held)?;
+    Ok(file)
+}
+
+/// Whether the process holding `lease` is dead: its `.held` file names the lease's owner and
+/// nobody holds its kernel lock any more. A missing or other owner's `.held` file (a lease
+/// written by an older lockwise, a grant that failed half-way) says nothing: the TTL decides.
+fn holder_is_dead(paths: &Paths, lease: &LeaseRecord) -> io::Result<bool> {
+    // Read-only: the close of a probe is an `IN_CLOSE_NOWRITE`, which wakes no waiter.
+    let file = match File::open(&paths.held) {
+        Ok(file) => file,
+        Err(e) if e.kind() == io::ErrorKind::NotFound => return Ok(false),
+        Err(e) => return Err(e),
+    };
+    let mut text = Vec::new();
+    io::Read::read_to_end(&mut &file, &mut text)?;
+    let names_owner = std::str::from_utf8(&text).ok().is_some_and(|text| {
+        let mut lines = text.lines();
+        lines.next() == Some(HELD_HEADER)
+            && lines.next().and_then(|l| l.strip_prefix("owner ")) == Some(&lease.owner.to_hex())
+    });
+    if !names_owner {
+        return Ok(false);
+    }
+    // Taken, this probe's lock goes with its descriptor at the end of the function.
+    match file.try_lock() {
+        Ok(()) => Ok(true),
+        Err(std::fs::TryLockError::WouldBlock) => Ok(false),
+        Err(std::fs::TryLockError::Error(e)) => Err(e),
+    }
+}
+
 #[async_trait]
 impl Backend for FileBackend {
     async fn try_acquire(&self, key: &str, owner: OwnerToken, ttl: Duration) -> Result<Attempt> {
         self.locked(key, move |p, now| {
             let current = read_lease(&p.lease)?;
             if let Some(lease) = current.as_ref().filter(|l| l.live_at(now)) {
-                let left = Duration::from_nanos(lease.expires.nanos - now.nanos);
-                return Ok(Attempt::Held {
-                    expires_in: Some(left),
-                });
+                if !holder_is_dead(p, lease)? {
+                    let left = Duration::from_nanos(lease.expires.nanos - now.nanos);
+                    return Ok(Attempt::Held {
+                        expires_in: Some(left),
+                    });
+                }
+                tracing::debug!(
+                    key,
+                    fence = lease.fence,
+                    "the holder of a live lease is dead; granting it anew"
+                );
             }
             let last = read_fence(&p.fence)?.max(current.map_or(0, |l| l.fence));
             let fence = last
                 .checked_add(1)
                 .ok_or_else(|| io::Error::other("fencing counter exhausted"))?;
             replace(p, &p.fence, &format!("{FENCE_HEADER}\n{fence}\n"), true)?;
+            let held = hold(p, owner)?;
             let lease = LeaseRecord {
                 owner,
                 fence,
@@ -413,6 +548,7 @@ impl Backend for FileBackend {
                 boot: boot_id().to_owned(),
             };
             replace(p, &p.lease, &lease.encode(), false)?;
+            self.held.keep(&p.stem, owner, held);
             Ok(Attempt::Granted(FencingToken::new(fence)))
         })
         .await
@@ -425,37 +561,63 @@ impl Backend for FileBackend {
                 replace(p, &p.lease, &lease.encode(), false)?;
                 Ok(true)
             }
-            _ => Ok(false),
+            _ => {
+                // Lost for good (a lease never comes back to an owner): its kernel lock goes.
+                self.held.take(&p.stem, owner);
+                Ok(false)
+            }
         })
         .await
     }
 
     async fn release(&self, key: &str, owner: OwnerToken) -> Result<bool> {
-        self.locked(key, move |p, now| match read_lease(&p.lease)? {
-            Some(lease) if lease.owner == owner && lease.live_at(now) => {
-                fs::remove_file(&p.lease)?;
-                Ok(true)
-            }
-            _ => Ok(false),
-        })
-        .await
+        let released = self
+            .locked(key, move |p, now| {
+                let held = self.held.take(&p.stem, owner);
+                let removed = match read_lease(&p.lease)? {
+                    Some(lease) if lease.owner == owner && lease.live_at(now) => {
+                        fs::remove_file(&p.lease)?;
+                        true
+                    }
+                    _ => false,
+                };
+                // Only now, the lease gone: until then the lock must say its holder lives.
+                drop(held);
+                Ok(removed)
+            })
+            .await;
+        if released.is_err() {
+            // Given up all the same: with its kernel lock gone, a lease left behind is
+            // free at once for the next acquirer instead of at the end of its TTL.
+            self.held.take(&Self::file_stem(key), owner);
+        }
+        released
     }
 
     async fn holds(&self, key: &str, owner: OwnerToken) -> Result<bool> {
         self.locked(key, move |p, now| {
-            Ok(read_lease(&p.lease)?.is_some_and(|l| l.owner == owner && l.live_at(now)))
+            let holds = read_lease(&p.lease)?.is_some_and(|l| l.owner == owner && l.live_at(now));
+            if !holds {
+                self.held.take(&p.stem, owner);
+            }
+            Ok(holds)
         })
         .await
     }
 
     async fn watch(&self, key: &str) -> Result<ReleaseWatch> {
         use futures_util::StreamExt;
-        let lease_name = format!("{}.lease", Self::file_stem(key));
+        let stem = Self::file_stem(key);
+        let (lease_name, held_name) = (format!("{stem}.lease"), format!("{stem}.held"));
         let inotify =
             inotify::Inotify::init().map_err(|e| io_error("cannot start inotify".into(), e))?;
+        // A release removes the lease; a holder's death closes its `.held` file, written to.
         inotify
             .watches()
-            .add(self.dir.as_ref(), inotify::WatchMask::DELETE)
+            .add(
+                self.dir.as_ref(),
+                inotify::WatchMask::DELETE | inotify::WatchMask::CLOSE_WRITE,
+            )
             .map_err(|e| io_error(format!("cannot watch {}", self.dir.display()), e))?;
         let mut events = inotify
             .into_event_stream(vec![0u8; 4096])
@@ -463,7 +625,10 @@ impl Backend for FileBackend {
         let (tx, rx) = watch::channel(0u64);
         let task = tokio::spawn(async move {
             while let Some(Ok(event)) = events.next().await {
-                if event.name.is_some_and(|n| n == lease_name.as_str()) {
+                if event
+                    .name
+                    .is_some_and(|n| n == lease_name.as_str() || n == held_name.as_str())
+                {
                     tx.send_modify(|n| *n += 1);
                 }
             }
@@ -515,6 +680,109 @@ mod tests {
         assert!(this_boot.live_at(now));
     }
 
+    fn held_count(backend: &FileBackend) -> usize {
+        backend
+            .held
+            .0
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+            .len()
+    }
+
+    async fn open(dir: &tempfile::TempDir) -> Result<FileBackend> {
+        FileBackend::open(dir.path())
+    }
+
+    const LONG: Duration = Duration::from_secs(60);
+
+    /// Dropping the last clone of a backend closes its `.held` files, as the death of its
+    /// process would: the next acquirer gets the lease at once, with the next token.
+    #[tokio::test]
+    async fn a_lease_whose_kernel_lock_is_gone_is_free_at_once() -> Result<()> {
+        let dir = tempfile::tempdir().map_err(|e| io_error("tempdir".into(), e))?;
+        let (a, b) = (open(&dir).await?, open(&dir).await?);
+        let a_owner = OwnerToken::random();
+        assert_eq!(
+            a.try_acquire("k", a_owner, LONG).await?,
+            Attempt::Granted(FencingToken::new(1))
+        );
+        assert!(
+            matches!(
+                b.try_acquire("k", OwnerToken::random(), LONG).await?,
+                Attempt::Held { .. }
+            ),
+            "a holder in the same process is alive"
+        );
+        drop(a);
+        let b_owner = OwnerToken::random();
+        assert_eq!(
+            b.try_acquire("k", b_owner, LONG).await?,
+            Attempt::Granted(FencingToken::new(2)),
+            "the dead holder's lease is free at once, with the next token"
+        );
+        assert!(
+            !b.holds("k", a_owner).await?,
+            "the dead holder's lease is gone"
+        );
+        Ok(())
+    }
+
+    /// Without a `.held` file naming the lease's owner (a lease written by an older lockwise,
+    /// or a grant that failed after making its `.held` file), an unlocked file proves nothing.
+    #[tokio::test]
+    async fn a_lease_without_its_own_held_file_waits_for_its_ttl() -> Result<()> {
+        let dir = tempfile::tempdir().map_err(|e| io_error("tempdir".into(), e))?;
+        let (a, b) = (open(&dir).await?, open(&dir).await?);
+        let owner = OwnerToken::random();
+        assert!(matches!(
+            a.try_acquire("k", owner, LONG).await?,
+            Attempt::Granted(_)
+        ));
+        let paths = a.paths("k");
+        let other = format!("{HELD_HEADER}\nowner {}\n", OwnerToken::random().to_hex());
+        fs::write(&paths.held, other).map_err(|e| io_error("write".into(), e))?;
+        drop(a);
+        assert!(matches!(
+            b.try_acquire("k", OwnerToken::random(), LONG).await?,
+            Attempt::Held { .. }
+        ));
+        fs::remove_file(&paths.held).map_err(|e| io_error("remove".into(), e))?;
+        assert!(matches!(
+            b.try_acquire("k", OwnerToken::random(), LONG).await?,
+            Attempt::Held { .. }
+        ));
+        Ok(())
+    }
+
+    /// A `.held` file stays open only while its lease may be held: released, refused an
+    /// extend or seen lost, the descriptor is closed.
+    #[tokio::test]
+    async fn held_files_are_closed_once_their_lease_is_gone() -> Result<()> {
+        let dir = tempfile::tempdir().map_err(|e| io_error("tempdir".into(), e))?;
+        let backend = open(&dir).await?;
+        let owners: Vec<_> = (0..3).map(|_| OwnerToken::random()).collect();
+        for (key, owner) in ["a", "b", "c"].into_iter().zip(&owners) {
+            assert!(matches!(
+                backend.try_acquire(key, *owner, LONG).await?,
+                Attempt::Granted(_)
+            ));
+        }
+        assert!(matches!(
+            backend.try_acquire("a", OwnerToken::random(), LONG).await?,
+            Attempt::Held { .. }
+        ));
+        assert_eq!(held_count(&backend), 3, "refused attempts hold nothing");
+        assert!(backend.release("a", owners[0]).await?);
+        assert_eq!(held_count(&backend), 2);
+        for key in ["b", "c"] {
+            fs::remove_file(backend.paths(key).lease).map_err(|e| io_error("remove".into(), e))?;
+        }
+        assert!(!backend.extend("b", owners[1], LONG).await?);
+        assert!(!backend.holds("c", owners[2]).await?);
+        assert_eq!(held_count(&backend), 0);
+        Ok(())
+    }
+
     /// A purged key starts over (token 1), which is why purge is for the lab only.
     #[cfg(feature = "lab")]
     #[tokio::test]
@@ -529,7 +797,7 @@ mod tests {
         let left = fs::read_dir(dir.path())
             .map_err(|e| io_error("read_dir".into(), e))?
             .count();
-        assert_eq!(left, 3, "lab:b keeps its lock, lease and fence files");
+        assert_eq!(left, 4, "lab:b keeps its lock, lease, held and fence files");
         assert_eq!(
             grant("lab:a").await?,
             Attempt::Granted(FencingToken::new(1)),
