@@ -68,7 +68,9 @@ pub(crate) struct RunArgs {
     #[arg(long, value_parser = parse_wait, value_name = "DURATION|forever")]
     wait: Option<Wait>,
 
-    /// Do not renew: the lease ends after one TTL even if the command still runs
+    /// Do not renew: the lease ends one TTL after the grant, and a command still running then
+    /// is stopped as when the lock is lost (SIGTERM --kill-after before, SIGKILL at the end;
+    /// exit 70)
     #[arg(long)]
     no_renew: bool,
 
@@ -207,7 +209,17 @@ async fn run_checked(args: RunArgs) -> Result<u8, Failure> {
     let (child, mut feed) = child;
     // Renewals are fed well before the supervisor could act on the previous deadline.
     let feed_every = (args.ttl / 12).clamp(Duration::from_millis(1), Duration::from_secs(1));
-    let outcome = supervise(child, &guard, &mut feed, grace, feed_every, &mut signals).await;
+    let renewing = !args.no_renew;
+    let outcome = supervise(
+        child,
+        &guard,
+        &mut feed,
+        grace,
+        feed_every,
+        renewing,
+        &mut signals,
+    )
+    .await;
     if let Some(terminal) = &terminal {
         terminal.take_back();
     }
@@ -217,6 +229,12 @@ async fn run_checked(args: RunArgs) -> Result<u8, Failure> {
         Outcome::Lost => Err(Failure {
             code: exit::LOST,
             message: format!("lock {key:?} was lost; the command was stopped"),
+        }),
+        Outcome::Stalled if !renewing => Err(Failure {
+            code: exit::LOST,
+            message: format!(
+                "the lease of lock {key:?} ran out (--no-renew); the command was stopped"
+            ),
         }),
         Outcome::Stalled => Err(Failure {
             code: exit::LOST,
@@ -452,6 +470,7 @@ async fn supervise(
     feed: &mut DeadlineFeed,
     grace: Duration,
     feed_every: Duration,
+    renewing: bool,
     signals: &mut Signals,
 ) -> Outcome {
     let group = child
@@ -513,8 +532,13 @@ async fn supervise(
                 if left.is_zero() {
                     say_ran_out(guard.key(), now - feed.fed());
                 } else {
+                    let why = if renewing {
+                        "could not be renewed and runs out"
+                    } else {
+                        "is not renewed (--no-renew) and runs out"
+                    };
                     eprintln!(
-                        "lockwise: the lease of lock {:?} could not be renewed and runs out in {:.3}s; the command gets SIGTERM",
+                        "lockwise: the lease of lock {:?} {why} in {:.3}s; the command gets SIGTERM",
                         guard.key(),
                         left.as_secs_f64()
                     );

@@ -325,3 +325,133 @@ fn a_password_file_keeps_the_password_off_the_command_line() {
     ]);
     assert_eq!(code, 64, "{err}");
 }
+
+/// Runs `lockwise ARGS` with stdout to `stdout` and returns (exit code, stdout, stderr).
+fn output(args: &[&str], stdout: std::process::Stdio) -> (i32, String, String) {
+    let out = Command::new(BIN)
+        .args(args)
+        .env_remove("LOCKWISE_URL")
+        .stdout(stdout)
+        .output()
+        .unwrap();
+    (
+        out.status.code().unwrap_or(-1),
+        String::from_utf8_lossy(&out.stdout).into_owned(),
+        String::from_utf8_lossy(&out.stderr).into_owned(),
+    )
+}
+
+/// `--no-renew` ends the lease one TTL after the grant and stops the command, and the messages
+/// say that it was not renewed, not that a renewal failed.
+#[test]
+fn a_lease_without_renewal_is_reported_as_such() {
+    let dir = tempfile::tempdir().unwrap();
+    let url = format!("file://{}", dir.path().display());
+    let args = [
+        "run",
+        "--url",
+        &url,
+        "--key",
+        "k",
+        "--ttl",
+        "1s",
+        "--no-renew",
+    ];
+    let started = std::time::Instant::now();
+    let (code, _, err) = output(
+        &[&args[..], &["--kill-after", "200ms", "--", "sleep", "5"]].concat(),
+        std::process::Stdio::null(),
+    );
+    assert_eq!(code, 70, "{err}");
+    assert!(
+        started.elapsed() < std::time::Duration::from_secs(3),
+        "{err}"
+    );
+    assert!(err.contains("--no-renew"), "{err}");
+    assert!(!err.contains("could not be renewed"), "{err}");
+}
+
+/// Values are echoed as the user wrote them, and a path where a URL belongs says which URL.
+#[test]
+fn bad_values_are_echoed_as_written() {
+    let (code, err, _) = fails(&["run", "--key", "k", "--ttl", "25h", "--", "true"]);
+    assert_eq!(code, 64, "{err}");
+    assert!(err.contains("invalid TTL 25h"), "{err}");
+    assert!(!err.contains("90000"), "{err}");
+    let (code, err, _) = fails(&["run", "--url", "/var/lock/app", "--key", "k", "--", "true"]);
+    assert_eq!(code, 64, "{err}");
+    assert!(err.contains("file:///var/lock/app"), "{err}");
+    assert!(!err.contains("relative URL without a base"), "{err}");
+}
+
+/// `man` renders any subcommand's page, nested ones too, each with ENVIRONMENT and EXAMPLES.
+#[test]
+fn man_pages_cover_nested_commands_with_environment_and_examples() {
+    for path in [
+        &[][..],
+        &["run"],
+        &["queue"],
+        &["queue", "work"],
+        &["members"],
+    ] {
+        let args: Vec<&str> = std::iter::once("man").chain(path.iter().copied()).collect();
+        let (code, page, err) = output(&args, std::process::Stdio::piped());
+        assert_eq!(code, 0, "{path:?}: {err}");
+        let title = std::iter::once("lockwise")
+            .chain(path.iter().copied())
+            .collect::<Vec<_>>()
+            .join("-");
+        assert!(
+            page.starts_with(&format!(".TH {title} ")),
+            "{path:?}: {page}"
+        );
+        for section in [".SH ENVIRONMENT", ".SH EXAMPLES", "LOCKWISE_LOG"] {
+            assert!(page.contains(section), "{path:?} lacks {section}");
+        }
+    }
+    let (_, work, _) = output(&["man", "queue", "work"], std::process::Stdio::piped());
+    assert!(work.contains("LOCKWISE_URL") && work.contains("lockwise queue work --url"));
+    let (code, _, err) = output(&["man", "queue", "nope"], std::process::Stdio::piped());
+    assert_eq!(code, 64, "{err}");
+}
+
+/// Shell completion offers the states for `queue list --state`, not file names.
+#[test]
+fn completion_offers_the_job_states() {
+    let (code, script, _) = output(&["completions", "bash"], std::process::Stdio::piped());
+    assert_eq!(code, 0);
+    assert!(
+        script.contains("\"ready scheduled running done dead cancelled\""),
+        "no state values in the bash completion"
+    );
+}
+
+/// A full disk is exit 74 (the output code) for every command that prints, not 69 (a backend
+/// failure) for some.
+#[test]
+fn a_full_disk_is_an_output_error_for_every_printing_command() {
+    for args in [
+        &["completions", "bash"][..],
+        &["man"],
+        &["man", "queue", "work"],
+    ] {
+        let full = std::fs::OpenOptions::new()
+            .write(true)
+            .open("/dev/full")
+            .unwrap();
+        let (code, _, err) = output(args, std::process::Stdio::from(full));
+        assert_eq!(code, 74, "{args:?}: {err}");
+        assert!(err.contains("cannot write to stdout"), "{args:?}: {err}");
+    }
+    let dir = tempfile::tempdir().unwrap();
+    let url = format!("file://{}", dir.path().display());
+    let full = std::fs::OpenOptions::new()
+        .write(true)
+        .open("/dev/full")
+        .unwrap();
+    let (code, _, err) = output(
+        &["members", "--url", &url, "--group", "g"],
+        std::process::Stdio::from(full),
+    );
+    assert_eq!(code, 74, "members: {err}");
+}
