@@ -19,9 +19,11 @@ const EXIT_CODES: &str = "\
 Exit codes:
   the command's own    it exited by itself (128+N if signal N killed it); lockwise leaves the group
   126, 127             the command could not be executed / was not found
-  64                   usage error: arguments, group, id, TTL or URL
+  64                   usage error: arguments, group, id, TTL or URL; --keys 0; --keys other than
+                       the group's (its first member's)
   69                   backend failure: refused, authentication, TLS, protocol, timeout
   70                   the membership was lost (the lease ran out): the command got SIGKILL
+  75                   member id in use: a live member of the group has this --id
   128+N                lockwise got signal N (SIGINT, SIGTERM, SIGHUP): the command got it too,
                        then lockwise left the group
 
@@ -44,8 +46,9 @@ pub(crate) struct PartitionArgs {
     /// The group's name
     #[arg(long, value_name = "G")]
     group: String,
-    /// The key space: keys 0 to N-1
-    #[arg(long, default_value_t = 1000, value_name = "N")]
+    /// The key space: keys 0 to N-1 (at least 1). The group stores its first member's N and
+    /// refuses a member with another
+    #[arg(long, default_value_t = 1000, value_name = "N", value_parser = clap::value_parser!(u32).range(1..))]
     keys: u32,
     /// This member's id [default: the process id and a random suffix]
     #[arg(long, value_name = "ID")]
@@ -98,11 +101,21 @@ async fn partition(args: PartitionArgs) -> Result<u8, Failure> {
         ));
     }
     let group = Group::connect(&args.url, &args.group).await?;
-    let mut opts = MemberOptions::ttl(args.ttl);
+    let mut opts = MemberOptions::ttl(args.ttl).key_space(u64::from(args.keys));
     if let Some(id) = &args.id {
         opts = opts.id(id);
     }
-    let member = group.join(&opts).await?;
+    let member = group.join(&opts).await.map_err(|e| match e {
+        lockwise::Error::KeySpaceMismatch {
+            group,
+            stored,
+            requested,
+        } => Failure::usage(format!(
+            "group {group:?} partitions {stored} keys (its members run with --keys {stored}), \
+             not --keys {requested}"
+        )),
+        e => Failure::from(e),
+    })?;
     let keys: Vec<String> = (0..args.keys).map(|k| k.to_string()).collect();
     let mut changes = member.assignment();
     loop {
