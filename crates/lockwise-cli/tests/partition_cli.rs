@@ -1,6 +1,8 @@
-//! `lockwise partition` and `lockwise members` on PostgreSQL and Redis: two members split the
-//! keys; the command gets its assignment in its environment and is restarted with every key
-//! when the other member leaves; `members --json` shows the group; bad input exits 64.
+//! `lockwise partition` and `lockwise members`: two members split the keys; the command gets
+//! its assignment in its environment and is restarted with every key when the other member
+//! leaves; `members --json` shows the group; bad input exits 64. On file, Redis, PostgreSQL
+//! and MariaDB: a live member's id is refused at once (75), the key space is the group's,
+//! `--keys 0` is refused, and a frozen member's command dies by its lease's deadline (R19).
 
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
@@ -297,6 +299,18 @@ fn exit_within(child: &mut Child, limit: Duration) -> Option<i32> {
     None
 }
 
+fn alive(pid: i32) -> bool {
+    match std::fs::read_to_string(format!("/proc/{pid}/stat")) {
+        Ok(stat) => !stat
+            .rsplit(')')
+            .next()
+            .unwrap_or("")
+            .trim_start()
+            .starts_with('Z'),
+        Err(_) => false,
+    }
+}
+
 /// A child process killed on drop, so that a failing test leaves no member behind (MariaDB's
 /// named locks are server-wide).
 struct Running(Child);
@@ -451,7 +465,9 @@ macro_rules! on_every_backend {
 on_every_backend!(
     a_duplicate_id_is_refused_promptly,
     the_key_space_belongs_to_the_group,
-    zero_keys_are_refused
+    zero_keys_are_refused,
+    a_frozen_member_does_not_outlive_its_lease,
+    renewals_keep_a_members_command_alive
 );
 
 /// Redis: the fencing counter of a member's lock (`<prefix>:{<group>/member/<id>}:fence`) is
@@ -473,4 +489,142 @@ fn member_fence_keys_go_with_their_members_on_redis() {
     stop(&mut a);
     assert!(!s.redis_has(&fence("a")), "a's fence key outlived a");
     assert!(s.redis_has(&format!("lockwise:{{{}/generation}}:fence", s.group)));
+}
+
+fn stamps(path: &std::path::Path) -> Vec<i128> {
+    std::fs::read_to_string(path)
+        .unwrap_or_default()
+        .lines()
+        .filter_map(|l| l.trim().parse().ok())
+        .collect()
+}
+
+/// Now on the clock `date +%s%N` uses.
+fn wall_nanos() -> i128 {
+    std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .unwrap()
+        .as_nanos() as i128
+}
+
+/// R19: only the first member's `lockwise partition` is frozen (SIGSTOP), not its command
+/// (which ignores SIGTERM). Its supervisor holds the membership's deadline, so the command is
+/// dead by it; the second member, which takes the same keys once the lease runs out, never
+/// runs its command at the same time; the resumed member exits 70 saying the lease ran out.
+fn a_frozen_member_does_not_outlive_its_lease(s: Server) {
+    let ttl = Duration::from_secs(2);
+    let dir = tempfile::tempdir().unwrap();
+    // Each member's command appends a stamp every 50 ms to a file named after the member.
+    let script = format!(
+        "trap '' TERM; echo \"shell $$\"; while :; do date +%s%N >> {}/$LOCKWISE_MEMBER; sleep 0.05; done",
+        dir.path().display()
+    );
+    let spawn = |id: &str| {
+        s.partition(
+            &[
+                "--id",
+                id,
+                "--keys",
+                "8",
+                "--ttl",
+                "2s",
+                "--kill-after",
+                "200ms",
+            ],
+            &["sh", "-c", &script],
+        )
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap()
+    };
+    let mut first = Running(spawn("a"));
+    let mut out = BufReader::new(first.stdout.take().unwrap());
+    let mut err = first.stderr.take().unwrap();
+    let stderr = std::thread::spawn(move || {
+        let mut text = String::new();
+        let _ = std::io::Read::read_to_string(&mut err, &mut text);
+        text
+    });
+    let line = wait_for_line(&mut out, Duration::from_secs(15), |l| {
+        l.starts_with("shell ")
+    })
+    .expect("the first member's command started");
+    let shell: i32 = line["shell ".len()..].trim().parse().unwrap();
+    // Let a renewal or two go by, so that the deadline fed to the supervisor has moved.
+    std::thread::sleep(Duration::from_millis(1_500));
+    let pid = Pid::from_raw(first.id() as i32);
+    kill(pid, Signal::SIGSTOP).unwrap();
+    let frozen = Instant::now();
+    let frozen_wall = wall_nanos();
+    // The last renewal was sent before the freeze: the local deadline is no later than this.
+    let latest_deadline = ttl - (ttl / 100 + Duration::from_millis(2));
+    let mut second = Running(spawn("b"));
+    let mut second_out = BufReader::new(second.stdout.take().unwrap());
+    while alive(shell) && frozen.elapsed() < latest_deadline + Duration::from_secs(3) {
+        std::thread::sleep(Duration::from_millis(2));
+    }
+    let gone = frozen.elapsed();
+    let started = wait_for_line(&mut second_out, Duration::from_secs(15), |l| {
+        l.starts_with("shell ")
+    });
+    // Let the second member's command write for a while.
+    std::thread::sleep(Duration::from_millis(300));
+    kill(pid, Signal::SIGCONT).unwrap();
+    let exited = exit_within(&mut first, Duration::from_secs(10));
+    let _ = kill(Pid::from_raw(shell), Signal::SIGKILL);
+    let stderr = stderr.join().unwrap();
+    stop(&mut second);
+    let margin_ms = (latest_deadline.as_secs_f64() - gone.as_secs_f64()) * 1e3;
+    let ours = stamps(&dir.path().join("a"));
+    let theirs = stamps(&dir.path().join("b"));
+    let last_of_first = *ours.iter().max().expect("the first command ran");
+    let start_of_second = *theirs.iter().min().expect("the second command ran");
+    println!(
+        "[{}] frozen member: its command was gone {:.1} ms after the freeze, {margin_ms:.1} ms \
+         before the latest possible deadline; its last write {:.1} ms after the freeze, \
+         {:.1} ms before the second member's first",
+        s.name,
+        gone.as_secs_f64() * 1e3,
+        (last_of_first - frozen_wall) as f64 / 1e6,
+        (start_of_second - last_of_first) as f64 / 1e6,
+    );
+    assert!(
+        started.is_some(),
+        "[{}] the second member never started",
+        s.name
+    );
+    assert!(
+        margin_ms > -100.0,
+        "[{}] the command of a frozen member lived {:.1} ms past the lease's deadline",
+        s.name,
+        -margin_ms
+    );
+    assert!(
+        last_of_first < start_of_second,
+        "[{}] the frozen member's command wrote {:.1} ms after the second member's started",
+        s.name,
+        (last_of_first - start_of_second) as f64 / 1e6
+    );
+    assert_eq!(exited, Some(70), "[{}] {stderr}", s.name);
+    assert!(
+        stderr.contains("ran out") && !stderr.contains("runs out in"),
+        "[{}] the resumed member must say the lease ran out: {stderr}",
+        s.name
+    );
+}
+
+/// The supervisor's deadline is fed by the renewals: a command that lives several TTLs is not
+/// stopped, and its exit code passes through.
+fn renewals_keep_a_members_command_alive(s: Server) {
+    let started = Instant::now();
+    let out = s
+        .partition(
+            &["--keys", "4", "--ttl", "500ms", "--kill-after", "100ms"],
+            &["sh", "-c", "sleep 2.5; exit 3"],
+        )
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(3), "[{}] {out:?}", s.name);
+    assert!(started.elapsed() >= Duration::from_millis(2_500));
 }

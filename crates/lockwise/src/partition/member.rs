@@ -410,6 +410,28 @@ impl Member {
         self.shared.assignment.subscribe()
     }
 
+    /// The local deadline of the membership: after this instant the process must assume its
+    /// membership, and with it every key, is gone (the member lock's
+    /// [`Guard::deadline`](crate::Guard::deadline), moved forward by each renewal). Work that
+    /// runs outside this process, such as a child process, must be stopped by then: another
+    /// member may start the same keys once the server lets the lease expire.
+    ///
+    /// ```
+    /// # #[tokio::main] async fn main() -> lockwise::Result<()> {
+    /// use std::time::Duration;
+    /// use lockwise::partition::{Group, MemberOptions};
+    ///
+    /// let group = Group::connect("memory:", "orders").await?;
+    /// let member = group.join(&MemberOptions::ttl(Duration::from_secs(1))).await?;
+    /// let left = member.deadline() - tokio::time::Instant::now();
+    /// assert!(left <= Duration::from_secs(1));
+    /// member.leave().await?;
+    /// # Ok(()) }
+    /// ```
+    pub fn deadline(&self) -> tokio::time::Instant {
+        self.shared.guard.deadline()
+    }
+
     /// Whether the membership is lost (the member lock's lease ran out, or the member left).
     pub fn is_lost(&self) -> bool {
         self.shared.is_lost()
