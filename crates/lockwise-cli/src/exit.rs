@@ -15,7 +15,8 @@ pub(crate) const LOST: u8 = 70;
 /// Standard output could not be written: the reader went away (`| head`) or the disk is
 /// full (sysexits' EX_IOERR). What the command did to the store stands.
 pub(crate) const OUTPUT: u8 = 74;
-/// The lock was not obtained within `--wait` (override with `--conflict-exit-code`).
+/// The lock was not obtained within `--wait` (override with `--conflict-exit-code`); a
+/// partition member's id is in use by a live member.
 pub(crate) const CONFLICT: u8 = 75;
 /// The command was found but could not be executed.
 pub(crate) const CANNOT_EXECUTE: u8 = 126;
@@ -29,7 +30,7 @@ pub(crate) fn for_error(error: &lockwise::Error) -> u8 {
         // A --schema that names no queue (or a missing `migrate`): no retry fixes it.
         lockwise::Error::NotMigrated { .. } => USAGE,
         lockwise::Error::LockLost { .. } => LOST,
-        lockwise::Error::WaitTimeout { .. } => CONFLICT,
+        lockwise::Error::WaitTimeout { .. } | lockwise::Error::MemberIdInUse { .. } => CONFLICT,
         _ => BACKEND,
     }
 }

@@ -17,10 +17,11 @@ pub(crate) struct MembersArgs {
     /// The group's name
     #[arg(long, value_name = "G")]
     group: String,
-    /// The key space the members partition (keys 0 to N-1), for the key counts
-    #[arg(long, default_value_t = 1000, value_name = "N")]
-    keys: u64,
-    /// Print JSON: {"group", "generation", "members": [{"id", "pid", "keys", "lease_left_ms", "alive", "acknowledged"}]}
+    /// The key space the members partition (keys 0 to N-1) [default: the group's, stored by
+    /// its first member]; refused when it differs from the group's
+    #[arg(long, value_name = "N", value_parser = clap::value_parser!(u64).range(1..))]
+    keys: Option<u64>,
+    /// Print JSON: {"group", "generation", "keys", "members": [{"id", "pid", "keys", "lease_left_ms", "alive", "acknowledged"}]}
     #[arg(long)]
     json: bool,
 }
@@ -41,7 +42,17 @@ pub(crate) async fn run(args: MembersArgs) -> u8 {
 
 async fn members(args: MembersArgs) -> Result<(), Failure> {
     let group = Group::connect(&args.url, &args.group).await?;
-    let status = group.status(args.keys).await?;
+    let status = group.status(args.keys).await.map_err(|e| match e {
+        lockwise::Error::KeySpaceMismatch {
+            group,
+            stored,
+            requested,
+        } => Failure::usage(format!(
+            "group {group:?} partitions {stored} keys, not --keys {requested} (leave --keys out \
+             to use the group's)"
+        )),
+        e => Failure::from(e),
+    })?;
     let mut out = Vec::new();
     if args.json {
         let members: Vec<serde_json::Value> = status
@@ -61,15 +72,19 @@ async fn members(args: MembersArgs) -> Result<(), Failure> {
         let doc = serde_json::json!({
             "group": status.group,
             "generation": status.generation,
+            "keys": status.keys,
             "members": members,
         });
         let _ = writeln!(out, "{doc}");
     } else {
         let _ = writeln!(
             out,
-            "group {}  generation {}  members {}",
+            "group {}  generation {}  keys {}  members {}",
             status.group,
             status.generation,
+            status
+                .keys
+                .map_or_else(|| "unknown".to_owned(), |k| k.to_string()),
             status.members.len()
         );
         let _ = writeln!(

@@ -12,6 +12,7 @@ use tokio::process::{Child, Command};
 use tokio::signal::unix::{SignalKind, signal};
 use tokio::time::{Instant, sleep};
 
+use crate::deadline::{DECIDE_AHEAD, DeadlineFeed};
 use crate::exit::Failure;
 use crate::{duration, exit};
 
@@ -19,9 +20,11 @@ const EXIT_CODES: &str = "\
 Exit codes:
   the command's own    it exited by itself (128+N if signal N killed it); lockwise leaves the group
   126, 127             the command could not be executed / was not found
-  64                   usage error: arguments, group, id, TTL or URL
+  64                   usage error: arguments, group, id, TTL or URL; --keys 0; --keys other than
+                       the group's (its first member's)
   69                   backend failure: refused, authentication, TLS, protocol, timeout
   70                   the membership was lost (the lease ran out): the command got SIGKILL
+  75                   member id in use: a live member of the group has this --id
   128+N                lockwise got signal N (SIGINT, SIGTERM, SIGHUP): the command got it too,
                        then lockwise left the group
 
@@ -29,8 +32,11 @@ The command gets LOCKWISE_GROUP, LOCKWISE_MEMBER, LOCKWISE_GENERATION and LOCKWI
 owned key indexes among 0..N-1, comma-separated) in its environment. It starts only once its
 generation is settled (every live member stopped the work on the keys it lost), and on every
 generation change it gets SIGTERM (SIGKILL after --kill-after) and starts again with its new
-keys. Pass LOCKWISE_GENERATION as the fencing token of your writes: a member frozen past its
-lease keeps running until it wakes, and only the fence stops its late writes.";
+keys. If lockwise itself is frozen (SIGSTOP, starved of CPU) while the command runs on, the
+command still dies by the membership lease's local deadline (SIGTERM --kill-after before it, at
+most TTL/4; SIGKILL at it), before another member can take its keys. Pass LOCKWISE_GENERATION
+as the fencing token of your writes: the fence stops the late writes of anything that outlives
+its generation.";
 
 /// Run a command over this member's keys of a partition group, restarting it on every
 /// generation change.
@@ -44,8 +50,9 @@ pub(crate) struct PartitionArgs {
     /// The group's name
     #[arg(long, value_name = "G")]
     group: String,
-    /// The key space: keys 0 to N-1
-    #[arg(long, default_value_t = 1000, value_name = "N")]
+    /// The key space: keys 0 to N-1 (at least 1). The group stores its first member's N and
+    /// refuses a member with another
+    #[arg(long, default_value_t = 1000, value_name = "N", value_parser = clap::value_parser!(u32).range(1..))]
     keys: u32,
     /// This member's id [default: the process id and a random suffix]
     #[arg(long, value_name = "ID")]
@@ -98,11 +105,24 @@ async fn partition(args: PartitionArgs) -> Result<u8, Failure> {
         ));
     }
     let group = Group::connect(&args.url, &args.group).await?;
-    let mut opts = MemberOptions::ttl(args.ttl);
+    let mut opts = MemberOptions::ttl(args.ttl).key_space(u64::from(args.keys));
     if let Some(id) = &args.id {
         opts = opts.id(id);
     }
-    let member = group.join(&opts).await?;
+    let member = group.join(&opts).await.map_err(|e| match e {
+        lockwise::Error::KeySpaceMismatch {
+            group,
+            stored,
+            requested,
+        } => Failure::usage(format!(
+            "group {group:?} partitions {stored} keys (its members run with --keys {stored}), \
+             not --keys {requested}"
+        )),
+        e => Failure::from(e),
+    })?;
+    // The command must be gone before the server can expire the membership: its supervisor
+    // sends SIGTERM `lease_grace` before the local deadline and SIGKILL at it.
+    let lease_grace = args.kill_after.min(args.ttl / 4);
     let keys: Vec<String> = (0..args.keys).map(|k| k.to_string()).collect();
     let mut changes = member.assignment();
     loop {
@@ -129,11 +149,12 @@ async fn partition(args: PartitionArgs) -> Result<u8, Failure> {
             continue; // the assignment moved on meanwhile
         };
         let owned: Vec<&str> = holds.iter().map(KeyHold::key).collect();
-        let child = spawn(
+        let started = spawn(
             &args,
             &member,
             assignment.generation.get(),
             &owned.join(","),
+            lease_grace,
         )
         .map_err(|e| {
             let name = args.command[0].to_string_lossy();
@@ -146,6 +167,7 @@ async fn partition(args: PartitionArgs) -> Result<u8, Failure> {
             }
         })?;
         let generation = assignment.generation;
+        let (child, mut feed) = started;
         let stop = supervise(
             child,
             &holds,
@@ -153,7 +175,12 @@ async fn partition(args: PartitionArgs) -> Result<u8, Failure> {
             &mut changes,
             generation,
             &mut signals,
-            args.kill_after,
+            Grace {
+                restart: args.kill_after,
+                lease: lease_grace,
+                feed_every: (args.ttl / 12).clamp(Duration::from_millis(1), Duration::from_secs(1)),
+            },
+            &mut feed,
         )
         .await;
         // Only now, with the command's group gone, may the member acknowledge a new generation.
@@ -190,11 +217,23 @@ async fn leave(member: Member, sig: Signal) -> u8 {
     128 + sig as u8
 }
 
-fn spawn(args: &PartitionArgs, member: &Member, generation: u64, keys: &str) -> io::Result<Child> {
+/// Starts the command under `lockwise supervise --forwarded`, in a process group of its own,
+/// with the membership's deadline in the returned feed (its first value is there before the
+/// supervisor starts), so that the command dies by it even while lockwise is frozen.
+fn spawn(
+    args: &PartitionArgs,
+    member: &Member,
+    generation: u64,
+    keys: &str,
+    lease_grace: Duration,
+) -> io::Result<(Child, DeadlineFeed)> {
+    let mut feed = DeadlineFeed::new(member.deadline())?;
     let mut supervised = Command::new(std::env::current_exe()?);
     supervised
         .args(["supervise", "--forwarded", "--kill-after"])
-        .arg(format!("{}ms", args.kill_after.as_millis()))
+        .arg(format!("{}ms", lease_grace.as_millis()));
+    feed.attach(&mut supervised);
+    supervised
         .arg("--")
         .args(&args.command)
         .env("LOCKWISE_GROUP", &args.group)
@@ -205,11 +244,32 @@ fn spawn(args: &PartitionArgs, member: &Member, generation: u64, keys: &str) -> 
         .env_remove("LOCKWISE_URL")
         .process_group(0);
     crate::child::stop_with_parent(&mut supervised, Signal::SIGTERM);
-    supervised.spawn()
+    let child = supervised.spawn()?;
+    feed.started();
+    Ok((child, feed))
+}
+
+/// How the command is given time to stop.
+#[derive(Debug, Clone, Copy)]
+struct Grace {
+    /// Between SIGTERM and SIGKILL on a new generation or a lost key.
+    restart: Duration,
+    /// Before the membership's deadline, when the lease cannot be renewed: SIGTERM this long
+    /// before it, SIGKILL at it (the supervisor's `--kill-after`).
+    lease: Duration,
+    /// How often the renewed deadline is fed to the supervisor.
+    feed_every: Duration,
 }
 
 /// Runs until the command's process group is gone, stopping it (SIGTERM, SIGKILL after
-/// `grace`) on a new generation, a lost key, a lost membership (SIGKILL at once) or a signal.
+/// `grace.restart`) on a new generation, a lost key or a signal, and at once (SIGKILL) on a
+/// lost membership.
+///
+/// The supervisor holds the membership's deadline, fed here after each renewal (see
+/// [`crate::deadline`]): when renewals stall, or lockwise is frozen, it sends the group SIGTERM
+/// `grace.lease` before the deadline and SIGKILL at it on its own. On a lost membership it is
+/// sent `now`, so it kills the group at once even if lockwise's own SIGKILL does not reach it.
+#[allow(clippy::too_many_arguments)]
 async fn supervise(
     mut child: Child,
     holds: &[KeyHold],
@@ -217,7 +277,8 @@ async fn supervise(
     changes: &mut tokio::sync::watch::Receiver<lockwise::partition::Assignment>,
     generation: lockwise::FencingToken,
     signals: &mut Signals,
-    grace: Duration,
+    grace: Grace,
+    feed: &mut DeadlineFeed,
 ) -> Stop {
     let group = child
         .id()
@@ -233,10 +294,18 @@ async fn supervise(
     let mut stop: Option<Stop> = None;
     let mut kill_at: Option<Instant> = None;
     let mut exited = None;
+    // Set once the membership is lost or runs out unrenewed: nothing more is fed then.
+    let mut ending = false;
+    let mut feeding = tokio::time::interval(grace.feed_every);
+    feeding.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
     loop {
         if exited.is_some() && !group.is_some_and(|g| crate::child::group_alive(g, None)) {
             break;
         }
+        let decide_at = feed
+            .fed()
+            .checked_sub(grace.lease + DECIDE_AHEAD)
+            .unwrap_or_else(Instant::now);
         let mut decided: Option<(Stop, Signal)> = None;
         tokio::select! {
             biased;
@@ -255,6 +324,33 @@ async fn supervise(
                     decided = Some((Stop::Generation, Signal::SIGTERM));
                 }
             }
+            () = tokio::time::sleep_until(decide_at), if !ending => {
+                if feed_renewal(feed, member, grace.lease) {
+                    continue;
+                }
+                // The deadline is near and no renewal moved it: the supervisor sends SIGTERM
+                // now and SIGKILL at the deadline; lockwise does the same should it be stalled.
+                ending = true;
+                let now = Instant::now();
+                if now >= feed.fed() {
+                    say_ran_out(member, now - feed.fed());
+                } else {
+                    eprintln!(
+                        "lockwise: the membership lease of {:?} in group {:?} could not be renewed and runs out in {:.3}s; the command gets SIGTERM",
+                        member.id(),
+                        member.group(),
+                        (feed.fed() - now).as_secs_f64()
+                    );
+                }
+                if exited.is_some() {
+                    signal_group(Signal::SIGTERM); // the supervisor is gone, its group is not
+                }
+                kill_at = Some(kill_at.map_or(feed.fed(), |at| at.min(feed.fed())));
+                stop.get_or_insert(Stop::Lost);
+            }
+            _ = feeding.tick(), if !ending => {
+                feed_renewal(feed, member, grace.lease);
+            }
             sig = signals.recv() => {
                 if stop.is_some() {
                     signal_group(sig);
@@ -262,7 +358,7 @@ async fn supervise(
                     decided = Some((Stop::Signal(sig), sig));
                 }
             }
-            () = sleep(kill_at.map_or(Duration::ZERO, |at| at.saturating_duration_since(Instant::now()))), if kill_at.is_some() => {
+            () = tokio::time::sleep_until(kill_at.unwrap_or_else(Instant::now)), if kill_at.is_some() => {
                 signal_group(Signal::SIGKILL);
                 kill_at = None;
             }
@@ -274,13 +370,51 @@ async fn supervise(
         if let Some((why, sig)) = decided
             && stop.is_none()
         {
+            if matches!(why, Stop::Lost) && !ending {
+                ending = true;
+                let now = Instant::now();
+                if now >= feed.fed() {
+                    // lockwise did not run until after the deadline: the supervisor has
+                    // stopped the command by then.
+                    say_ran_out(member, now - feed.fed());
+                } else {
+                    let _ = feed.send(now);
+                }
+            }
             stop = Some(why);
             signal_group(sig);
             // A lost membership gets SIGKILL at once; otherwise SIGKILL after the grace.
-            kill_at = (sig != Signal::SIGKILL).then(|| Instant::now() + grace);
+            kill_at = (sig != Signal::SIGKILL).then(|| Instant::now() + grace.restart);
         }
     }
     stop.unwrap_or(Stop::Exited(exited.unwrap_or(exit::BACKEND)))
+}
+
+/// Feeds the supervisor the membership's deadline if a renewal moved it, unless the
+/// supervisor may already be deciding on the previous one (its SIGTERM is due `grace` before
+/// it). A lost membership is never fed. Whether a new deadline was fed.
+fn feed_renewal(feed: &mut DeadlineFeed, member: &Member, grace: Duration) -> bool {
+    if member.is_lost() {
+        return false;
+    }
+    match feed.renew(member.deadline(), grace) {
+        Ok(sent) => sent,
+        Err(e) => {
+            tracing::warn!(group = member.group(), member = member.id(), error = %e, "cannot feed the membership's deadline");
+            false
+        }
+    }
+}
+
+/// Says that the membership lease ran out while lockwise could not renew it: it was not
+/// running, and the supervisor stopped the command by the deadline.
+fn say_ran_out(member: &Member, ago: Duration) {
+    eprintln!(
+        "lockwise: the membership lease of {:?} in group {:?} ran out {:.3}s ago, before lockwise could renew it (was lockwise stopped or starved of CPU?); the command was stopped by then",
+        member.id(),
+        member.group(),
+        ago.as_secs_f64()
+    );
 }
 
 /// Resolves when any hold's key is lost.

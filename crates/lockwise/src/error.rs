@@ -85,6 +85,27 @@ pub enum Error {
         /// `true` when the tables exist at an older version, `false` when they are missing.
         outdated: bool,
     },
+    /// A partition member's id is taken: its member lock is held by a live member of the
+    /// group (one that renews it). Nothing was registered; choose another id, or stop the
+    /// other member first.
+    #[error("member id {id:?} is in use in group {group:?}: a live member holds it")]
+    MemberIdInUse {
+        /// The group.
+        group: String,
+        /// The id asked for.
+        id: String,
+    },
+    /// A partition member was given another key space than the one its group stores (set by
+    /// the group's first member). Nothing was registered.
+    #[error("group {group:?} partitions {stored} keys, not {requested}")]
+    KeySpaceMismatch {
+        /// The group.
+        group: String,
+        /// The number of keys the group partitions.
+        stored: u64,
+        /// The number of keys asked for.
+        requested: u64,
+    },
     /// [`Locker::acquire`](crate::Locker::acquire) gave up after waiting this long.
     #[error("timed out after {} waiting for lock {key:?}", shown(*waited))]
     WaitTimeout {
@@ -139,7 +160,8 @@ impl Error {
         matches!(self, Error::Backend { .. })
     }
 
-    /// Whether this is a usage error (bad key, TTL, configuration or job) that no retry can fix.
+    /// Whether this is a usage error (bad key, TTL, configuration, job or key space) that no
+    /// retry can fix.
     pub fn is_invalid_input(&self) -> bool {
         matches!(
             self,
@@ -147,6 +169,7 @@ impl Error {
                 | Error::InvalidTtl { .. }
                 | Error::InvalidConfig { .. }
                 | Error::InvalidJob { .. }
+                | Error::KeySpaceMismatch { .. }
         )
     }
 

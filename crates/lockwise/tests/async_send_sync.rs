@@ -147,7 +147,7 @@ fn futures_of_partition_are_send(
 ) {
     send(&lockwise::partition::Group::connect("memory:", "g"));
     send(&group.join(opts));
-    send(&group.status(10));
+    send(&group.status(Some(10)));
     send(&member.run(["k"], |_key, _generation| async {}));
     send(&hold.lost());
 }

@@ -210,7 +210,7 @@ async fn file_members_connected_separately_share_the_keys() {
     let status = Group::connect(&url, "orders")
         .await
         .unwrap()
-        .status(300)
+        .status(Some(300))
         .await
         .unwrap();
     assert_eq!(status.members.len(), 2);

@@ -7,7 +7,7 @@
 //! | name | type | content |
 //! |---|---|---|
 //! | `P:{K}` | string with PX expiry | the owner token, 32 lowercase hex characters |
-//! | `P:{K}:fence` | integer, no expiry | the last fencing token issued (`INCR`) |
+//! | `P:{K}:fence` | integer, no expiry | the last fencing token issued (`INCR`); a partition member lock's is deleted when the member leaves its group |
 //! | `P:{K}:released` | pub/sub channel | the owner token, published on release |
 //!
 //! The braces make `K` (up to its first `}`) the hash tag, so the lock and its counter live in
@@ -42,6 +42,8 @@ static RESEED: LazyLock<Script> =
     LazyLock::new(|| Script::new(include_str!("../../lua/reseed.lua")));
 static EXTEND: LazyLock<Script> =
     LazyLock::new(|| Script::new(include_str!("../../lua/extend.lua")));
+static FORGET_FENCE: LazyLock<Script> =
+    LazyLock::new(|| Script::new(include_str!("../../lua/forget_fence.lua")));
 
 /// The namespace prefix used unless [`RedisBuilder::prefix`] says otherwise.
 pub const DEFAULT_PREFIX: &str = "lockwise";
@@ -366,6 +368,21 @@ impl RedisBackend {
         now.parse().map(FencingToken::new).map_err(|_| {
             Error::backend_msg("redis", format!("fencing counter {now:?} is not a number"))
         })
+    }
+
+    /// Deletes the fencing counter of `key` unless a holder other than `owner` has the lock
+    /// (`lua/forget_fence.lua`); `false` when one does. Only for locks whose tokens fence
+    /// nothing once their user is gone: partition member locks, whose counters would otherwise
+    /// pile up, one per member id ever seen.
+    pub(crate) async fn forget_fence(&self, key: &str, owner: Option<OwnerToken>) -> Result<bool> {
+        let deleted: i64 = FORGET_FENCE
+            .key(self.lock_name(key))
+            .key(self.fence_name(key))
+            .arg(owner.map(|o| o.to_hex()).unwrap_or_default())
+            .invoke_async(&mut self.conn())
+            .await
+            .map_err(|e| self.fail("fencing counter removal", e))?;
+        Ok(deleted == 1)
     }
 
     /// The Redis name of a partition group's roster (`<prefix>:partition:{<group>}`).

@@ -26,6 +26,7 @@ pub struct MemberOptions {
     pub(crate) id: Option<String>,
     pub(crate) ttl: Duration,
     pub(crate) check_every: Option<Duration>,
+    pub(crate) key_space: Option<u64>,
 }
 
 impl MemberOptions {
@@ -36,7 +37,33 @@ impl MemberOptions {
             id: None,
             ttl,
             check_every: None,
+            key_space: None,
         }
+    }
+
+    /// The number of keys the group partitions (at least 1). The first member that names one
+    /// stores it in the roster; a member that names another is refused with
+    /// [`Error::KeySpaceMismatch`], so no two members assign keys over different spaces. Read
+    /// it back with [`Group::status`](super::Group::status). Unset (the default), nothing is
+    /// checked.
+    ///
+    /// ```
+    /// # #[tokio::main] async fn main() -> lockwise::Result<()> {
+    /// use std::time::Duration;
+    /// use lockwise::partition::{Group, MemberOptions};
+    ///
+    /// let group = Group::connect("memory:", "orders").await?;
+    /// let ttl = MemberOptions::ttl(Duration::from_secs(1));
+    /// let first = group.join(&ttl.clone().key_space(100)).await?;
+    /// let refused = group.join(&ttl.key_space(50)).await;
+    /// assert!(matches!(refused, Err(lockwise::Error::KeySpaceMismatch { stored: 100, .. })));
+    /// first.leave().await?;
+    /// # Ok(()) }
+    /// ```
+    #[must_use]
+    pub fn key_space(mut self, keys: u64) -> Self {
+        self.key_space = Some(keys);
+        self
     }
 
     /// The member's id (default: the process id and a random suffix). Printable ASCII without
@@ -287,17 +314,17 @@ impl Member {
                 "the member id {id:?} may not contain '/'"
             )));
         }
+        if opts.key_space == Some(0) {
+            return Err(Error::config("a partition group needs at least one key"));
+        }
         let every = opts
             .check_every
             .unwrap_or(opts.ttl / 5)
             .max(Duration::from_millis(20));
-        let lock = LockOptions::ttl(opts.ttl)
-            .wait(opts.ttl * 2 + Duration::from_secs(1))
-            .fair(false);
-        let guard = group
-            .locker
-            .acquire(&member_key(&group.name, &id), &lock)
-            .await?;
+        // A wrong key space is refused before the member lock is touched.
+        let (_, roster) = load(&*group.store, &group.name).await?;
+        check_key_space(&group.name, &roster, opts.key_space)?;
+        let guard = take_member_lock(group, &id, opts.ttl).await?;
         let me: Arc<str> = Arc::from(id.as_str());
         // Register: a record of an earlier life of this id is replaced (we hold its lock now).
         let mut attempts = 0;
@@ -315,6 +342,9 @@ impl Member {
             }
             let (version, roster) = load(&*group.store, &group.name).await?;
             let mut roster = roster;
+            // Checked again against what is stored now: another member may have set it.
+            check_key_space(&group.name, &roster, opts.key_space)?;
+            roster.keys = roster.keys.or(opts.key_space);
             roster.members.insert(
                 id.clone(),
                 Record {
@@ -378,6 +408,28 @@ impl Member {
     /// membership.
     pub fn assignment(&self) -> watch::Receiver<Assignment> {
         self.shared.assignment.subscribe()
+    }
+
+    /// The local deadline of the membership: after this instant the process must assume its
+    /// membership, and with it every key, is gone (the member lock's
+    /// [`Guard::deadline`](crate::Guard::deadline), moved forward by each renewal). Work that
+    /// runs outside this process, such as a child process, must be stopped by then: another
+    /// member may start the same keys once the server lets the lease expire.
+    ///
+    /// ```
+    /// # #[tokio::main] async fn main() -> lockwise::Result<()> {
+    /// use std::time::Duration;
+    /// use lockwise::partition::{Group, MemberOptions};
+    ///
+    /// let group = Group::connect("memory:", "orders").await?;
+    /// let member = group.join(&MemberOptions::ttl(Duration::from_secs(1))).await?;
+    /// let left = member.deadline() - tokio::time::Instant::now();
+    /// assert!(left <= Duration::from_secs(1));
+    /// member.leave().await?;
+    /// # Ok(()) }
+    /// ```
+    pub fn deadline(&self) -> tokio::time::Instant {
+        self.shared.guard.deadline()
     }
 
     /// Whether the membership is lost (the member lock's lease ran out, or the member left).
@@ -525,18 +577,75 @@ pub(crate) async fn probe(backend: &dyn Backend, key: &str) -> Result<Option<Opt
     }
 }
 
-/// Removes this member's record (on leave).
-async fn remove_record(store: &dyn RosterStore, group: &str, me: &str) -> Result<()> {
+/// Removes this member's record (on leave); whether it is gone. The last member out clears
+/// the key space, so that the group can start again over another one.
+async fn remove_record(store: &dyn RosterStore, group: &str, me: &str) -> Result<bool> {
     for _ in 0..50 {
         let (version, mut roster) = load(store, group).await?;
         if roster.members.remove(me).is_none() {
-            return Ok(());
+            return Ok(true);
+        }
+        if roster.members.is_empty() {
+            roster.keys = None;
         }
         if store.swap(group, version, &roster.encode()).await? {
-            return Ok(());
+            return Ok(true);
         }
     }
-    Ok(())
+    Ok(false)
+}
+
+/// Refuses a key space other than the one `roster` stores.
+fn check_key_space(group: &str, roster: &Roster, requested: Option<u64>) -> Result<()> {
+    match (roster.keys, requested) {
+        (Some(stored), Some(requested)) if stored != requested => Err(Error::KeySpaceMismatch {
+            group: group.to_owned(),
+            stored,
+            requested,
+        }),
+        _ => Ok(()),
+    }
+}
+
+/// Takes the member lock of `id`. An earlier life of the id that died keeps the lock until its
+/// lease runs out, which is waited for (up to twice the TTL and a second); a live member
+/// renews it, and is refused at once with [`Error::MemberIdInUse`].
+///
+/// A renewal shows as a lease that ends later than it was seen to end before. A backend that
+/// does not tell a lease's end (PostgreSQL and MariaDB session locks) frees a dead process's
+/// lock at once, so a held lock there is taken as a live member straight away.
+async fn take_member_lock(group: &Group, id: &str, ttl: Duration) -> Result<Guard> {
+    use tokio::time::Instant;
+    let key = member_key(&group.name, id);
+    let in_use = || Error::MemberIdInUse {
+        group: group.name.to_string(),
+        id: id.to_owned(),
+    };
+    let lock = LockOptions::ttl(ttl).fair(false);
+    let give_up = Instant::now() + ttl * 2 + Duration::from_secs(1);
+    let every = (ttl / 20).clamp(Duration::from_millis(10), Duration::from_millis(250));
+    // The earliest the holder's lease could end by what was seen so far.
+    let mut ends_by: Option<Instant> = None;
+    loop {
+        if let Some(guard) = group.locker.try_acquire(&key, &lock).await? {
+            return Ok(guard);
+        }
+        let sent = Instant::now();
+        let held = probe(&**group.locker.backend(), &key).await?;
+        let answered = Instant::now();
+        let left = match held {
+            None => continue, // released meanwhile
+            Some(None) => return Err(in_use()),
+            Some(Some(left)) => left,
+        };
+        // The lease ends within [sent + left, answered + left] (+1 ms: Redis answers in ms).
+        if ends_by.is_some_and(|by| sent + left > by) || answered >= give_up {
+            return Err(in_use());
+        }
+        let by = answered + left + Duration::from_millis(1);
+        ends_by = Some(ends_by.map_or(by, |earlier| earlier.min(by)));
+        tokio::time::sleep(every.min(left)).await;
+    }
 }
 
 /// What one look at the roster led to.
@@ -582,8 +691,12 @@ async fn drive(
                 // The others may start this member's keys once its record is gone: only when
                 // every hold is dropped (the member lock lives as long as a hold does).
                 shared.holds_gone().await;
-                if let Err(error) = remove_record(&*store, &shared.group, &shared.me).await {
-                    tracing::warn!(group = %shared.group, %error, "could not remove the member record; the lease will expire");
+                match remove_record(&*store, &shared.group, &shared.me).await {
+                    Ok(true) => forget_member_lock(&*store, &shared.group, &shared.me, Some(shared.guard.owner())).await,
+                    Ok(false) => {}
+                    Err(error) => {
+                        tracing::warn!(group = %shared.group, %error, "could not remove the member record; the lease will expire");
+                    }
                 }
                 return;
             }
@@ -683,6 +796,7 @@ async fn rebalance(
     let generation = lock.token().get().max(roster.generation + 1);
     let next = Roster {
         generation,
+        keys: roster.keys,
         members: roster
             .members
             .iter()
@@ -692,11 +806,39 @@ async fn rebalance(
         view: live.into_iter().collect(),
     };
     let stored = store.swap(&group.name, version, &next.encode()).await?;
+    let _ = lock.release().await;
     if stored {
         tracing::info!(group = %group.name, generation, members = ?next.view, "new generation");
+        // Their leases ran out (each probe got its lock): nobody holds these ids now.
+        for id in roster
+            .members
+            .keys()
+            .filter(|id| !next.members.contains_key(*id))
+        {
+            forget_member_lock(store, &group.name, id, None).await;
+        }
     }
-    let _ = lock.release().await;
     Ok(())
+}
+
+/// Drops what the member lock of `id` leaves on the server (on Redis, its fencing counter)
+/// once its record is out of the roster, unless someone but `owner` holds it again. Safe
+/// because that lock's fencing tokens guard nothing: a member's writes are fenced by the
+/// generation, which comes from the group's generation lock (never forgotten), and the record
+/// is gone, so the id is in no generation from now on. A later life of the id starts a new
+/// counter (on Redis above every earlier token anyway, at the server's clock × 1024).
+async fn forget_member_lock(
+    store: &dyn RosterStore,
+    group: &str,
+    id: &str,
+    owner: Option<OwnerToken>,
+) {
+    if let Err(error) = store
+        .forget_member_lock(&member_key(group, id), owner)
+        .await
+    {
+        tracing::debug!(group, member = id, %error, "could not drop the member lock's fencing counter");
+    }
 }
 
 /// Records that this member adopted `generation`, unless a newer one exists already.

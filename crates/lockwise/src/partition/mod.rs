@@ -10,8 +10,13 @@
 //!   TTL, exactly as a lock holder does (its own lost signal fires at its local deadline).
 //! - **The roster** (one small value per group in the lock server: a Redis hash, a PostgreSQL
 //!   or MariaDB row, a file beside the lease files, or memory) holds the *generation*, its *view* (the members the keys are assigned
-//!   among) and each member's last acknowledged generation. It is only replaced by
-//!   compare-and-swap.
+//!   among), the *key space* (set by the first member that names one,
+//!   [`MemberOptions::key_space`]; a member naming another is refused) and each member's last
+//!   acknowledged generation. It is only replaced by compare-and-swap.
+//! - **Ids.** A member id held by a live member (one that renews its lease) is refused with
+//!   [`Error::MemberIdInUse`]; an earlier life of the id that died is waited out. On Redis the
+//!   member lock's fencing counter is deleted once the member is out of the roster (its tokens
+//!   fence nothing: writes are fenced by the generation).
 //! - **Assignment** is rendezvous hashing over the view ([`rendezvous_owner`]): a change moves
 //!   only the keys of the member that left or joined.
 //! - **Generations.** Every member reads the roster every `ttl / 5` and probes the others'
@@ -188,14 +193,17 @@ impl Group {
         &self.locker
     }
 
-    /// Joins the group: takes the member lock (waiting up to twice the TTL for an earlier
-    /// life of the same id to expire) and registers. The member owns nothing until it has
+    /// Joins the group: takes the member lock (waiting up to twice the TTL for an earlier,
+    /// dead life of the same id to expire) and registers. The member owns nothing until it has
     /// seen a settled generation that includes it (within a few checks; see the module docs).
     ///
     /// # Errors
     ///
-    /// [`Error::InvalidConfig`]/[`Error::InvalidTtl`] for a bad id or TTL;
-    /// [`Error::WaitTimeout`] when the id is held by a live member; backend errors.
+    /// [`Error::InvalidConfig`]/[`Error::InvalidTtl`] for a bad id, TTL or key space;
+    /// [`Error::KeySpaceMismatch`] when the group partitions another number of keys than
+    /// [`MemberOptions::key_space`]; [`Error::MemberIdInUse`] when a live member holds the id
+    /// (seen renewing its lease, within about a third of its TTL; at once on PostgreSQL and
+    /// MariaDB, whose member locks die with their process); backend errors.
     ///
     /// # Cancel safety
     ///
@@ -207,20 +215,36 @@ impl Group {
     }
 
     /// The group as the roster and the member locks show it now, with the keys each member
-    /// of the view owns among `keys` (`"0"`, `"1"`, … `keys − 1`).
+    /// of the view owns among `"0"`, `"1"`, … `N − 1`: `N` is `keys` if given, else the key
+    /// space the group stores (see [`MemberOptions::key_space`]); with neither, no counts.
+    ///
+    /// # Errors
+    ///
+    /// [`Error::KeySpaceMismatch`] when `keys` differs from the stored key space; backend
+    /// errors.
     ///
     /// # Cancel safety
     ///
     /// Reads, plus probes of the member locks (a probe that gets a dead member's lock
     /// releases it at once; its 100 ms lease is the backstop).
-    pub async fn status(&self, keys: u64) -> Result<GroupStatus> {
+    pub async fn status(&self, keys: Option<u64>) -> Result<GroupStatus> {
         let (_, text) = self.store.load(&self.name).await?;
         let roster = match text {
             Some(text) => roster::Roster::decode(&text)?,
             None => roster::Roster::default(),
         };
+        if let (Some(stored), Some(requested)) = (roster.keys, keys)
+            && stored != requested
+        {
+            return Err(Error::KeySpaceMismatch {
+                group: self.name.to_string(),
+                stored,
+                requested,
+            });
+        }
+        let space = keys.or(roster.keys);
         let mut counts = vec![0u64; roster.view.len()];
-        for key in 0..keys {
+        for key in 0..space.unwrap_or(0) {
             if let Some(owner) = rendezvous_owner(&key.to_string(), &roster.view)
                 && let Some(i) = roster.view.iter().position(|m| m == owner)
             {
@@ -237,12 +261,15 @@ impl Group {
                 alive: probe.is_some(),
                 lease_left: probe.flatten(),
                 acknowledged: record.acked,
-                keys: roster.view.iter().position(|m| m == id).map(|i| counts[i]),
+                keys: space
+                    .and_then(|_| roster.view.iter().position(|m| m == id))
+                    .map(|i| counts[i]),
             });
         }
         Ok(GroupStatus {
             group: self.name.to_string(),
             generation: roster.generation,
+            keys: space,
             members,
         })
     }
@@ -256,6 +283,9 @@ pub struct GroupStatus {
     pub group: String,
     /// The current generation (0: none yet).
     pub generation: u64,
+    /// The key space the counts are over: the one asked for, else the group's; `None` when
+    /// neither is known (no member named one, or the roster predates it).
+    pub keys: Option<u64>,
     /// Every registered member, by id.
     pub members: Vec<MemberStatus>,
 }
@@ -275,7 +305,8 @@ pub struct MemberStatus {
     pub lease_left: Option<Duration>,
     /// The last generation it acknowledged.
     pub acknowledged: u64,
-    /// How many of the keys it owns in the current generation; `None` when it is not in it.
+    /// How many of the keys it owns in the current generation; `None` when it is not in it
+    /// or the key space is unknown.
     pub keys: Option<u64>,
 }
 

@@ -1,5 +1,6 @@
 //! Rosters in Redis: a hash `<prefix>:partition:{<group>}` with `version` and `roster`,
-//! replaced by a Lua compare-and-swap (`lua/roster_swap.lua`).
+//! replaced by a Lua compare-and-swap (`lua/roster_swap.lua`). A member lock's fencing counter
+//! is deleted once the member is out of the roster (`lua/forget_fence.lua`).
 
 use std::sync::LazyLock;
 
@@ -9,6 +10,7 @@ use redis::Script;
 use super::roster::RosterStore;
 use crate::backend::redis::RedisBackend;
 use crate::error::Result;
+use crate::lease::OwnerToken;
 
 static SWAP: LazyLock<Script> =
     LazyLock::new(|| Script::new(include_str!("../../lua/roster_swap.lua")));
@@ -39,6 +41,10 @@ impl RosterStore for RedisRosters {
             .await
             .map_err(|e| self.0.fail("roster swap", e))?;
         Ok(stored == 1)
+    }
+
+    async fn forget_member_lock(&self, key: &str, owner: Option<OwnerToken>) -> Result<()> {
+        self.0.forget_fence(key, owner).await.map(drop)
     }
 
     async fn remove(&self, group: &str) -> Result<()> {

@@ -1,5 +1,6 @@
-//! The group's roster: its generation, the members of that generation (the *view*), and one
-//! record per registered member with the generation it last acknowledged. Stored as one small
+//! The group's roster: its generation, the members of that generation (the *view*), the key
+//! space, and one record per registered member with the generation it last acknowledged.
+//! Stored as one small
 //! text value that is only ever replaced by compare-and-swap on a version number, in the
 //! store of the lock server (one file per server: `memory`, `redis`, `postgres`).
 //!
@@ -13,9 +14,12 @@ use std::sync::{Arc, Mutex, PoisonError};
 use async_trait::async_trait;
 
 use crate::error::{Error, Result};
+use crate::lease::OwnerToken;
 
-/// The first line of a stored roster: its format, fixed.
-const FORMAT: &str = "lockwise-roster 1";
+/// The first line of a stored roster: its format. Version 2 added the `keys` line; a version 1
+/// roster (no key space) is still read, and its key space is set by the next member to join.
+const FORMAT: &str = "lockwise-roster 2";
+const FORMAT_1: &str = "lockwise-roster 1";
 
 /// One registered member.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -34,19 +38,26 @@ pub(crate) struct Roster {
     pub(crate) generation: u64,
     /// The members of this generation, sorted: the keys are assigned among them.
     pub(crate) view: Vec<String>,
+    /// The number of keys the group partitions, set by the first member that named one;
+    /// `None` in a roster written before it was stored, or once the last member left.
+    pub(crate) keys: Option<u64>,
     /// Every registered member, alive or not (yet) found dead.
     pub(crate) members: BTreeMap<String, Record>,
 }
 
 impl Roster {
-    /// The stored text form: a header line, then `generation G`, `view ID…`, and one
-    /// `member ID PID ACKED` line per record. Ids contain no whitespace (checked on join).
+    /// The stored text form: a header line, then `generation G`, `view ID…`, `keys N` (when
+    /// known) and one `member ID PID ACKED` line per record. Ids contain no whitespace
+    /// (checked on join).
     pub(crate) fn encode(&self) -> String {
         let mut out = format!("{FORMAT}\ngeneration {}\nview", self.generation);
         for id in &self.view {
             let _ = write!(out, " {id}");
         }
         out.push('\n');
+        if let Some(keys) = self.keys {
+            let _ = writeln!(out, "keys {keys}");
+        }
         for (id, r) in &self.members {
             let _ = writeln!(out, "member {id} {} {}", r.pid, r.acked);
         }
@@ -60,7 +71,7 @@ impl Roster {
             source: None,
         };
         let mut lines = text.lines();
-        if lines.next() != Some(FORMAT) {
+        if !matches!(lines.next(), Some(FORMAT | FORMAT_1)) {
             return Err(bad("unknown format"));
         }
         let mut roster = Roster::default();
@@ -74,6 +85,15 @@ impl Roster {
                         .ok_or_else(|| bad("generation"))?;
                 }
                 Some("view") => roster.view = words.map(str::to_owned).collect(),
+                Some("keys") => {
+                    roster.keys = Some(
+                        words
+                            .next()
+                            .and_then(|n| n.parse().ok())
+                            .filter(|&n| n > 0)
+                            .ok_or_else(|| bad("key space"))?,
+                    );
+                }
                 Some("member") => {
                     let (Some(id), Some(pid), Some(acked)) =
                         (words.next(), words.next(), words.next())
@@ -105,6 +125,14 @@ pub(crate) trait RosterStore: Send + Sync + std::fmt::Debug + 'static {
 
     /// Removes the group's roster (whoever is still registered).
     async fn remove(&self, group: &str) -> Result<()>;
+
+    /// Drops what the member lock `key` leaves on the server for good (on Redis its fencing
+    /// counter), unless a holder other than `owner` has it. Called only once the member's
+    /// record is gone from the roster; a no-op where nothing is left behind.
+    async fn forget_member_lock(&self, key: &str, owner: Option<OwnerToken>) -> Result<()> {
+        let _ = (key, owner);
+        Ok(())
+    }
 }
 
 /// The roster in this process's memory, for `memory:` groups.
@@ -159,10 +187,26 @@ mod tests {
         let text = roster.encode();
         assert_eq!(
             text,
-            "lockwise-roster 1\ngeneration 7\nview a b\nmember a 10 7\nmember c 12 3\n"
+            "lockwise-roster 2\ngeneration 7\nview a b\nmember a 10 7\nmember c 12 3\n"
+        );
+        assert_eq!(Roster::decode(&text).ok(), Some(roster.clone()));
+        roster.keys = Some(50);
+        let text = roster.encode();
+        assert_eq!(
+            text,
+            "lockwise-roster 2\ngeneration 7\nview a b\nkeys 50\nmember a 10 7\nmember c 12 3\n"
         );
         assert_eq!(Roster::decode(&text).ok(), Some(roster));
         assert!(Roster::decode("something else").is_err());
         assert!(Roster::decode("lockwise-roster 1\ngeneration x\n").is_err());
+        assert!(Roster::decode("lockwise-roster 2\nkeys 0\n").is_err());
+    }
+
+    /// A roster written before the key space was stored is read, without one.
+    #[test]
+    fn version_1_rosters_are_read() {
+        let roster = Roster::decode("lockwise-roster 1\ngeneration 3\nview a\nmember a 9 3\n");
+        let roster = roster.ok().filter(|r| r.generation == 3 && r.view == ["a"]);
+        assert_eq!(roster.map(|r| r.keys), Some(None));
     }
 }

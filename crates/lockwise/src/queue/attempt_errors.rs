@@ -14,10 +14,10 @@ use serde_json::Value;
 pub(super) fn utc_errors(mut errors: Value) -> Value {
     if let Some(attempts) = errors.as_array_mut() {
         for attempt in attempts {
-            if let Some(at) = attempt.get_mut("at") {
-                if let Some(utc) = at.as_str().and_then(parse_utc) {
-                    *at = Value::String(humantime::format_rfc3339_micros(utc).to_string());
-                }
+            if let Some(at) = attempt.get_mut("at")
+                && let Some(utc) = at.as_str().and_then(parse_utc)
+            {
+                *at = Value::String(humantime::format_rfc3339_micros(utc).to_string());
             }
         }
     }
