@@ -187,14 +187,14 @@ fn environment(page: &clap::Command) -> Vec<(String, String)> {
     let mut pending = vec![page];
     while let Some(cmd) = pending.pop() {
         for arg in cmd.get_arguments().filter(|a| !a.is_hide_set()) {
-            if let Some(var) = arg.get_env().and_then(|v| v.to_str()) {
-                if !found.iter().any(|(v, _)| v == var) {
-                    let help = arg.get_help().map(ToString::to_string).unwrap_or_default();
-                    found.push((
-                        var.to_owned(),
-                        format!("As --{}: {help}", arg.get_long().unwrap_or(var)),
-                    ));
-                }
+            if let Some(var) = arg.get_env().and_then(|v| v.to_str())
+                && !found.iter().any(|(v, _)| v == var)
+            {
+                let help = arg.get_help().map(ToString::to_string).unwrap_or_default();
+                found.push((
+                    var.to_owned(),
+                    format!("As --{}: {help}", arg.get_long().unwrap_or(var)),
+                ));
             }
         }
         pending.extend(cmd.get_subcommands().filter(|c| !c.is_hide_set()));

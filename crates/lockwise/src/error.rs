@@ -221,13 +221,13 @@ impl Error {
 /// exactly (`25h`, `90m`, `1500ms`), not as `Debug` does (`90000s`, `1.5s`).
 pub(crate) fn shown(d: Duration) -> String {
     let ms = d.as_millis();
-    if d.subsec_nanos() % 1_000_000 != 0 || ms == 0 {
+    if !d.subsec_nanos().is_multiple_of(1_000_000) || ms == 0 {
         return format!("{d:?}");
     }
     match ms {
-        ms if ms % 3_600_000 == 0 => format!("{}h", ms / 3_600_000),
-        ms if ms % 60_000 == 0 => format!("{}m", ms / 60_000),
-        ms if ms % 1_000 == 0 => format!("{}s", ms / 1_000),
+        ms if ms.is_multiple_of(3_600_000) => format!("{}h", ms / 3_600_000),
+        ms if ms.is_multiple_of(60_000) => format!("{}m", ms / 60_000),
+        ms if ms.is_multiple_of(1_000) => format!("{}s", ms / 1_000),
         ms => format!("{ms}ms"),
     }
 }
