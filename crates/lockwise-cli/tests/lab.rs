@@ -566,6 +566,8 @@ fn a_user_directory_is_left_as_it_was() {
 fn scaling_reports_both_strategies_and_the_lock_serializes() {
     let (_code, doc) = lab(&Backend::file(), &["scaling", "--round", "300ms"]);
     assert_eq!(doc["scenario"], "scaling", "{doc}");
+    // Measured on PostgreSQL and Redis whatever the lock backend (file here): said so.
+    assert_eq!(doc["backend"], "postgres + redis", "{doc}");
     let lock = variant(&doc, "lock-guarded");
     assert_eq!(lock["as_predicted"], true, "{lock}");
     let skip = variant(&doc, "skip-locked");

@@ -90,13 +90,21 @@ pub(crate) async fn run(args: LabArgs) -> u8 {
         } else {
             String::new()
         };
-        let header = format!(
-            "lockwise lab: backend {} ({}), TTL {}, pause {}{queue}; times are UTC\n",
-            lab.backend.name(),
-            redact_url(&lab.url),
-            humantime::format_duration(lab.ttl),
-            humantime::format_duration(lab.pause),
-        );
+        // `scaling` alone uses neither the lock backend nor its TTL and pause.
+        let header = if chosen.iter().all(|s| s.name == "scaling") {
+            format!(
+                "lockwise lab: scaling on {}; times are UTC\n",
+                scenarios::scaling_servers(&lab.backend, &lab.queue_url)
+            )
+        } else {
+            format!(
+                "lockwise lab: backend {} ({}), TTL {}, pause {}{queue}; times are UTC\n",
+                lab.backend.name(),
+                redact_url(&lab.url),
+                humantime::format_duration(lab.ttl),
+                humantime::format_duration(lab.pause),
+            )
+        };
         if let Err(failure) = exit::print_line(&header, "no scenario ran") {
             lab.clean_up().await;
             return failure.report();

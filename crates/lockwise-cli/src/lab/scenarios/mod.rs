@@ -43,6 +43,16 @@ pub(super) enum Backends {
     Leases,
 }
 
+/// The servers `scaling` measures on, whatever the lab's lock backend: the queue's
+/// PostgreSQL and a Redis (see [`scaling::redis_url`]).
+pub(super) fn scaling_servers(backend: &super::backend::LabBackend, queue_url: &str) -> String {
+    format!(
+        "PostgreSQL {} (the queue) and Redis {} (the lock-guarded side's lock)",
+        lockwise::url::redact_url(queue_url),
+        lockwise::url::redact_url(&scaling::redis_url(backend))
+    )
+}
+
 impl Scenario {
     /// The banner line of its report.
     pub(super) fn banner(&self) -> String {
