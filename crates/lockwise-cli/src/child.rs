@@ -186,6 +186,11 @@ pub(crate) struct SuperviseArgs {
     /// death frees the lock only once no process of the command can work on.
     #[arg(long, requires = "forwarded")]
     held_fd: Option<RawFd>,
+    /// With `--forwarded`: the lock dies with lockwise (a database session's lock goes with
+    /// its connection), so after lockwise's death the group gets SIGKILL at once, without the
+    /// `--kill-after` grace, in which the command would work on without the lock.
+    #[arg(long, requires = "forwarded")]
+    lock_dies_with_parent: bool,
     #[arg(last = true, required = true)]
     command: Vec<OsString>,
 }
@@ -325,6 +330,10 @@ pub(crate) async fn supervise(args: SuperviseArgs) -> u8 {
                     }
                     let _ = killpg(group, Signal::SIGKILL);
                     return 128 + Signal::SIGTERM as u8;
+                }
+                if kill_at.is_none() && orphaned && args.lock_dies_with_parent {
+                    let _ = killpg(group, Signal::SIGKILL); // this process included
+                    return 128 + Signal::SIGKILL as u8;
                 }
                 if kill_at.is_none() && orphaned {
                     kill_at = Some(Instant::now() + args.kill_after);

@@ -38,7 +38,8 @@ The command gets LOCKWISE_FENCING_TOKEN and LOCKWISE_LOCK_KEY in its environment
 a process group of its own; SIGINT, SIGTERM, SIGHUP and SIGQUIT are forwarded to that group.
 On a terminal, that group gets the foreground while it lives (prompts work, Ctrl-C reaches
 the command). If lockwise dies (even by SIGKILL) the group gets SIGTERM, then SIGKILL after the
---kill-after grace. When the lease cannot be renewed, the group gets SIGTERM the grace
+--kill-after grace; on postgres:// and mysql://, whose lock dies with lockwise's connection,
+SIGKILL at once. When the lease cannot be renewed, the group gets SIGTERM the grace
 (--kill-after, at most TTL/4) before the lease could run out and SIGKILL at the local deadline,
 so no process of the command works on after the server may have given the lock to someone
 else. This holds even while lockwise itself is frozen (stopped, starved of CPU): the command's
@@ -181,12 +182,20 @@ async fn run_checked(args: RunArgs) -> Result<u8, Failure> {
         Some(backend) => backend.kernel_lock(&key, guard.owner())?,
         None => None,
     };
+    // A database session's lock goes with lockwise's connection: no grace after its death.
+    let session_lock = matches!(
+        args.url.as_deref().map(BackendUrl::parse),
+        Some(Ok(BackendUrl::Postgres(_) | BackendUrl::Mysql(_)))
+    );
     let child = match spawn(
         &args.command,
         &key,
         &guard,
         grace,
-        kernel_lock,
+        Holding {
+            kernel_lock,
+            session_lock,
+        },
         terminal.as_ref(),
     ) {
         Ok(started) => started,
@@ -372,6 +381,14 @@ fn without_sigttou<T>(f: impl FnOnce() -> T) -> T {
     result
 }
 
+/// What of the lock the supervisor must know about beyond lockwise's death.
+struct Holding {
+    /// The file backend's kernel lock, which the supervisor keeps until the group is gone.
+    kernel_lock: Option<std::os::fd::OwnedFd>,
+    /// A database session's lock, which dies with lockwise: no grace after lockwise's death.
+    session_lock: bool,
+}
+
 /// Starts the command under `lockwise supervise --forwarded`, in a process group of its own,
 /// so that signals reach the whole tree and the tree dies with lockwise; on a terminal, that
 /// group gets its foreground (see [`Terminal`]). The supervisor holds the lease's deadline,
@@ -385,7 +402,7 @@ fn spawn(
     key: &str,
     guard: &Guard,
     grace: Duration,
-    kernel_lock: Option<std::os::fd::OwnedFd>,
+    holding: Holding,
     terminal: Option<&Terminal>,
 ) -> io::Result<(Child, DeadlineFeed)> {
     let mut feed = DeadlineFeed::new(guard.deadline())?;
@@ -397,7 +414,10 @@ fn spawn(
         supervised.arg("--terminal");
     }
     feed.attach(&mut supervised);
-    if let Some(fd) = kernel_lock {
+    if holding.session_lock {
+        supervised.arg("--lock-dies-with-parent");
+    }
+    if let Some(fd) = holding.kernel_lock {
         let number = crate::child::inherit(&mut supervised, fd);
         supervised.arg(format!("--held-fd={number}"));
     }

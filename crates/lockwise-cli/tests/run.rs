@@ -379,17 +379,30 @@ fn the_lock_is_held_until_the_whole_group_exits(b: Backend) {
     assert_eq!(code(&again), 0);
 }
 
-/// If lockwise is killed, the command is told to stop (its lock is no longer renewed).
+/// If lockwise is killed, the command is told to stop (its lock is no longer renewed); on
+/// PostgreSQL and MariaDB, whose session lock went with lockwise's connection, it is killed
+/// at once: it has no lock left to finish under.
 fn the_command_stops_when_lockwise_dies(b: Backend) {
     let key = b.key();
     let script = "trap 'echo got-term; exit 0' TERM; echo started; while true; do sleep 0.05; done";
     let (mut child, mut out) = spawn_holder(&b, &key, &[], script);
     child.kill().expect("SIGKILL lockwise");
+    let killed = Instant::now();
     let _ = child.wait();
-    assert!(
-        wait_for_line(&mut out, Duration::from_secs(5), |l| l == "got-term").is_some(),
-        "the orphaned command got SIGTERM"
-    );
+    let term = wait_for_line(&mut out, Duration::from_secs(5), |l| l == "got-term");
+    if matches!(b, Backend::Postgres(_) | Backend::Mysql(_)) {
+        assert!(
+            term.is_none(),
+            "a SIGTERM let the command work on without the lock"
+        );
+        assert!(
+            killed.elapsed() < Duration::from_secs(1),
+            "the command lived {:?} past lockwise",
+            killed.elapsed()
+        );
+    } else {
+        assert!(term.is_some(), "the orphaned command got SIGTERM");
+    }
 }
 
 /// A holder frozen with SIGSTOP past its TTL loses the lock (on the databases through the
@@ -431,6 +444,9 @@ fn no_process_outlives_a_killed_lockwise(b: Backend) {
         .stdout(Stdio::piped())
         .spawn()
         .expect("spawn");
+    // A database session's lock dies with lockwise's connection: the tree gets SIGKILL at
+    // once, no grace. Elsewhere the lease outlives lockwise: SIGTERM first, then the grace.
+    let session = matches!(b, Backend::Postgres(_) | Backend::Mysql(_));
     let mut out = BufReader::new(child.stdout.take().expect("stdout"));
     let pid_of = |out: &mut BufReader<std::process::ChildStdout>, what: &str| -> i32 {
         let line =
@@ -444,7 +460,7 @@ fn no_process_outlives_a_killed_lockwise(b: Backend) {
     child.kill().expect("SIGKILL lockwise");
     let _ = child.wait();
     assert!(
-        wait_for_line(&mut out, Duration::from_secs(2), |l| l == "got-term").is_some(),
+        session || wait_for_line(&mut out, Duration::from_secs(2), |l| l == "got-term").is_some(),
         "the command got SIGTERM first"
     );
     while (alive(shell) || alive(grandchild)) && killed.elapsed() < Duration::from_secs(5) {
@@ -460,6 +476,10 @@ fn no_process_outlives_a_killed_lockwise(b: Backend) {
     assert!(
         gone < Duration::from_millis(1_500),
         "the tree took {gone:?} to die: the lease (2 s) may have run out first"
+    );
+    assert!(
+        !session || gone < Duration::from_millis(300),
+        "the tree took {gone:?} to die, though the session's lock went with lockwise"
     );
 }
 
@@ -795,12 +815,12 @@ fn wait_forever_waits_for_the_holder() {
     assert!(holder.wait().expect("holder").success());
 }
 
-/// File backend: a SIGKILL of `lockwise run` frees the lock long before its TTL (the kernel
-/// drops a dead holder's `flock`), but only once its command, which ignores SIGTERM and so
-/// works through the whole grace (TTL/4 = 1 s), is gone: never two commands at once.
-#[test]
-fn file_lock_of_a_killed_lockwise_is_free_once_its_command_is_gone() {
-    let b = Backend::file();
+/// The backends where a holder's death frees its lock at once (file: the kernel drops a dead
+/// holder's `flock`; PostgreSQL, MariaDB: the session lock dies with its connection): a
+/// SIGKILL of `lockwise run` frees the lock long before its TTL, but never while its command,
+/// which ignores SIGTERM and would work through a whole grace (TTL/4 = 1 s), still runs:
+/// never two commands at once.
+fn a_killed_lockwise_s_lock_is_free_once_its_command_is_gone(b: Backend) {
     let key = b.key();
     let dir = tempfile::tempdir().expect("tempdir");
     let (first, second) = (dir.path().join("first"), dir.path().join("second"));
@@ -809,6 +829,11 @@ fn file_lock_of_a_killed_lockwise_is_free_once_its_command_is_gone() {
         first.display()
     );
     let (mut holder, _out) = spawn_holder(&b, &key, &["--ttl", "4s"], &script);
+    // Working, not only started: a command killed at once may not have written yet.
+    let working = Instant::now() + Duration::from_secs(5);
+    while std::fs::metadata(&first).map_or(true, |m| m.len() == 0) && Instant::now() < working {
+        std::thread::sleep(Duration::from_millis(5));
+    }
     holder.kill().expect("SIGKILL lockwise");
     let killed = Instant::now();
     let _ = holder.wait();
@@ -849,6 +874,17 @@ fn file_lock_of_a_killed_lockwise_is_free_once_its_command_is_gone() {
         "the lock came free {waited:?} after the SIGKILL: the TTL (4 s), not the death, freed it"
     );
 }
+
+/// Cases for the backends where a holder's death frees its lock at once.
+macro_rules! on_death_freeing_backends {
+    ($($case:ident),*) => {
+        mod death_file { use super::*; $(#[test] fn $case() { super::$case(Backend::file()) })* }
+        mod death_postgres { use super::*; $(#[test] fn $case() { super::$case(Backend::postgres()) })* }
+        mod death_mysql { use super::*; $(#[test] fn $case() { super::$case(Backend::mysql()) })* }
+    };
+}
+
+on_death_freeing_backends!(a_killed_lockwise_s_lock_is_free_once_its_command_is_gone);
 
 /// Cases for the backends whose server can forget a lease.
 macro_rules! on_servers {
