@@ -310,8 +310,11 @@ pub(crate) async fn supervise(args: SuperviseArgs) -> u8 {
                 }
                 // From here on the stop is not taken back, whatever lockwise sends.
                 lease.stopping = true;
-                own_terms += 1;
-                let _ = killpg(group, Signal::SIGTERM);
+                // Once the worker asked the command to stop, a SIGTERM of ours is a second one.
+                if !lease.asked_by_parent {
+                    own_terms += 1;
+                    let _ = killpg(group, Signal::SIGTERM);
+                }
             }
             _ = term.recv() => {
                 let orphaned = nix::unistd::getppid() != parent;
@@ -323,8 +326,10 @@ pub(crate) async fn supervise(args: SuperviseArgs) -> u8 {
                     if !orphaned {
                         // The worker's request to stop, sent to the command too: the lease's
                         // SIGTERM would be a second one; its SIGKILL still comes at the deadline.
+                        // Renewals still count: the worker drops the handler itself, at
+                        // the end of its own grace, unless the deadline comes first.
                         if let Some(lease) = &mut lease {
-                            lease.stopping = true;
+                            lease.asked_by_parent = true;
                         }
                         continue;
                     }
@@ -359,8 +364,10 @@ struct Lease {
     source: DeadlineSource,
     /// Nanoseconds on `CLOCK_BOOTTIME`.
     deadline: u64,
-    /// SIGTERM was sent for this deadline; SIGKILL follows at it.
+    /// SIGTERM was due for this deadline; SIGKILL follows at it.
     stopping: bool,
+    /// The parent (the queue worker) already sent the command SIGTERM.
+    asked_by_parent: bool,
 }
 
 impl Lease {
@@ -370,6 +377,7 @@ impl Lease {
             source,
             deadline,
             stopping: false,
+            asked_by_parent: false,
         })
     }
 

@@ -233,6 +233,15 @@ fn spawn(
         .args(["supervise", "--forwarded", "--kill-after"])
         .arg(format!("{}ms", lease_grace.as_millis()));
     feed.attach(&mut supervised);
+    // A dead member's lock is free at once on these backends (a file lock's flock, a session
+    // lock's connection), and another member may take its keys: no grace after its death.
+    let url = args.url.trim_start();
+    if ["file:", "postgres", "mysql", "mariadb"]
+        .iter()
+        .any(|scheme| url.starts_with(scheme))
+    {
+        supervised.arg("--lock-dies-with-parent");
+    }
     supervised
         .arg("--")
         .args(&args.command)

@@ -263,15 +263,7 @@ struct ListArgs {
 /// file names.
 fn state_parser() -> impl clap::builder::TypedValueParser<Value = lockwise::queue::JobState> {
     use lockwise::queue::JobState;
-    let names = [
-        JobState::Ready,
-        JobState::Scheduled,
-        JobState::Running,
-        JobState::Done,
-        JobState::Dead,
-        JobState::Cancelled,
-    ]
-    .map(JobState::as_str);
+    let names = JobState::ALL.map(JobState::as_str);
     clap::builder::TypedValueParser::try_map(
         clap::builder::PossibleValuesParser::new(names),
         |name| name.parse::<JobState>().map_err(|e| e.to_string()),

@@ -432,10 +432,29 @@ impl Driver for MysqlDriver {
             .get_or_try_init(|| async {
                 let mut conn = self.pool.acquire().await?;
                 let lock = format!("{}:migrate", self.table);
-                sqlx::query(MIGRATE_LOCK)
-                    .bind(&lock)
-                    .execute(&mut *conn)
-                    .await?;
+                // Another process may be migrating, and version 4 copies the table, which can
+                // take longer than one wait: wait on (up to 10 minutes), never migrate beside it.
+                let mut waits = 0;
+                loop {
+                    let got: Option<i64> = sqlx::query_scalar(MIGRATE_LOCK)
+                        .bind(&lock)
+                        .fetch_one(&mut *conn)
+                        .await?;
+                    if got == Some(1) {
+                        break;
+                    }
+                    waits += 1;
+                    if waits == 20 {
+                        return Err(Error::backend_msg(
+                            "mysql",
+                            format!(
+                                "another process has been migrating table {:?} for 10 minutes",
+                                self.table
+                            ),
+                        ));
+                    }
+                    tracing::info!(table = %self.table, "waiting for another process's migration");
+                }
                 let created = self.apply_migrations(&mut conn).await;
                 sqlx::query(RELEASE_LOCK)
                     .bind(&lock)

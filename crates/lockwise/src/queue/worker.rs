@@ -607,6 +607,8 @@ impl Worker {
             if shutdown.is_cancelled() {
                 break;
             }
+            // Set below when every place is taken and no claim is in flight or due.
+            let mut idle_full = false;
             if not_before.is_none_or(|at| Instant::now() >= at) {
                 not_before = None;
                 let (held, idle, longest) = {
@@ -632,6 +634,9 @@ impl Worker {
                 } else {
                     (self.concurrency, batch_for_free, max_claims)
                 };
+                idle_full = claims.is_empty()
+                    && places.saturating_sub(held + reserved) == 0
+                    && acks.is_empty();
                 loop {
                     let free = places.saturating_sub(held + reserved).min(batch);
                     let launch = if claims.is_empty() {
@@ -656,8 +661,14 @@ impl Worker {
                     claims.push(Box::pin(request.send_on_own_task()));
                 }
             }
+            // The clock of failures runs only while the worker tries to claim: with every
+            // place taken and nothing to acknowledge, it sends no claim that could succeed.
+            if idle_full && let Some((since, _)) = &mut failing {
+                *since = Instant::now();
+            }
             let give_up_at = match (&failing, self.give_up) {
-                (Some((since, _)), Some(limit)) => Some(*since + limit),
+                // None for a limit too far to count (Duration::MAX: never).
+                (Some((since, _)), Some(limit)) => since.checked_add(limit),
                 _ => None,
             };
             tokio::select! {
@@ -1393,9 +1404,14 @@ async fn heartbeat(
     let mut next = Instant::now() + every;
     let mut in_flight = FuturesUnordered::new();
     let mut beats = Streak::new("heartbeat (handlers run on until their jobs' deadlines)");
+    let mut classifying = FuturesUnordered::new();
     loop {
         tokio::select! {
-            _ = stop.cancelled() => return,
+            _ = stop.cancelled() => {
+                // The look-ups under way are counted in the report (each is bounded).
+                while classifying.next().await.is_some() {}
+                return;
+            }
             () = sleep_until(next) => {
                 next = Instant::now() + every;
                 let now = Instant::now();
@@ -1420,6 +1436,7 @@ async fn heartbeat(
                     Beat { sent, jobs, answer }
                 });
             }
+            Some(()) = classifying.next(), if !classifying.is_empty() => {}
             Some(beat) = in_flight.next(), if !in_flight.is_empty() => {
                 let beat: Beat = beat;
                 match beat.answer {
@@ -1427,7 +1444,8 @@ async fn heartbeat(
                         beats.succeeded();
                         let gone = extended(&running, &beat.jobs, &owned, trusted(beat.sent, lease));
                         if !gone.is_empty() {
-                            why_gone(&queue, gone, every, &taken).await;
+                            // Looked up beside the heartbeats, never holding them up.
+                            classifying.push(why_gone(queue.clone(), gone, every, taken.clone()));
                         }
                     }
                     Some(Err(error)) => beats.failed(&error),
@@ -1482,10 +1500,10 @@ struct TakenAway {
 /// [`Queue::cancel`], or rescued (their lease lost). One look-up each, bounded by `limit`; a
 /// job that cannot be looked up counts as lost.
 async fn why_gone(
-    queue: &Queue,
+    queue: Queue,
     gone: Vec<(JobId, RunningJob)>,
     limit: Duration,
-    taken: &TakenAway,
+    taken: Arc<TakenAway>,
 ) {
     for (id, job) in gone {
         let state = timeout(limit, queue.job(id)).await;
