@@ -373,6 +373,16 @@ async fn supervise(
             }
             status = child.wait(), if exited.is_none() => {
                 exited = Some(status.map(crate::run::exit_code).unwrap_or(exit::BACKEND));
+                // Gone after the deadline it was fed, while lockwise had not run (frozen): the
+                // supervisor stopped it for the lease, whichever wakes first after SIGCONT.
+                let now = Instant::now();
+                if stop.is_none() && now >= feed.fed() {
+                    if !ending {
+                        ending = true;
+                        say_ran_out(member, now - feed.fed());
+                    }
+                    stop = Some(Stop::Lost);
+                }
             }
             () = sleep(Duration::from_millis(50)), if exited.is_some() => {}
         }
