@@ -1,6 +1,7 @@
-//! The README's Rust code comes from the compiled examples, so it cannot drift.
+//! The Rust code of the README and of the guide in `docs/` comes from the compiled examples,
+//! so it cannot drift.
 //!
-//! Each ```` ```rust ```` block in `README.md` is preceded by a marker
+//! Each ```` ```rust ```` block in `README.md` and `docs/*.md` is preceded by a marker
 //! `<!-- example: PATH#NAME -->` and must equal the lines between `// ANCHOR: NAME` and
 //! `// ANCHOR_END: NAME` in `PATH` (relative to the repository root), with their common
 //! indentation removed. `scripts/test` builds and runs those examples.
@@ -55,8 +56,9 @@ fn region(file: &str, name: &str) -> Result<Vec<String>, String> {
         .collect())
 }
 
-/// The README with every marked block replaced by its region, and the problems found.
-fn render(readme: &str) -> (String, Vec<String>) {
+/// The document `name` (`readme`, its text) with every marked block replaced by its region,
+/// and the problems found.
+fn render(name: &str, readme: &str) -> (String, Vec<String>) {
     let lines: Vec<&str> = readme.lines().collect();
     let mut out: Vec<String> = Vec::new();
     let mut problems = Vec::new();
@@ -67,7 +69,7 @@ fn render(readme: &str) -> (String, Vec<String>) {
         i += 1;
         if line.trim_start().starts_with("```rust") {
             problems.push(format!(
-                "README.md:{i}: a Rust block without a `{MARKER}PATH#NAME -->` marker above it"
+                "{name}:{i}: a Rust block without a `{MARKER}PATH#NAME -->` marker above it"
             ));
             continue;
         }
@@ -79,7 +81,7 @@ fn render(readme: &str) -> (String, Vec<String>) {
         };
         if lines.get(i).map(|l| l.trim()) != Some("```rust") {
             problems.push(format!(
-                "README.md:{i}: the marker is not followed by ```rust"
+                "{name}:{i}: the marker is not followed by ```rust"
             ));
             continue;
         }
@@ -92,7 +94,7 @@ fn render(readme: &str) -> (String, Vec<String>) {
         let block: Vec<&str> = lines[block_start..i].to_vec();
         let Some((file, name)) = target.split_once('#') else {
             problems.push(format!(
-                "README.md:{block_start}: marker {target:?} lacks #NAME"
+                "{name}:{block_start}: marker {target:?} lacks #NAME"
             ));
             out.extend(block.iter().map(|l| (*l).to_owned()));
             continue;
@@ -101,7 +103,7 @@ fn render(readme: &str) -> (String, Vec<String>) {
             Ok(expected) => {
                 if expected != block {
                     problems.push(format!(
-                        "README.md:{}: the block differs from {file}#{name}:\n--- README\n{}\n--- {file}#{name}\n{}",
+                        "{name}:{}: the block differs from {file}#{name}:\n--- README\n{}\n--- {file}#{name}\n{}",
                         block_start + 1,
                         block.join("\n"),
                         expected.join("\n")
@@ -110,7 +112,7 @@ fn render(readme: &str) -> (String, Vec<String>) {
                 out.extend(expected);
             }
             Err(e) => {
-                problems.push(format!("README.md:{block_start}: {e}"));
+                problems.push(format!("{name}:{block_start}: {e}"));
                 out.extend(block.iter().map(|l| (*l).to_owned()));
             }
         }
@@ -120,21 +122,37 @@ fn render(readme: &str) -> (String, Vec<String>) {
     (text, problems)
 }
 
+/// `README.md` and every `docs/*.md`, by their path from the repository root.
+fn documents() -> Vec<String> {
+    let mut names = vec!["README.md".to_owned()];
+    let mut docs: Vec<String> = std::fs::read_dir(root().join("docs"))
+        .unwrap()
+        .map(|entry| entry.unwrap().file_name().to_string_lossy().into_owned())
+        .filter(|name| name.ends_with(".md"))
+        .map(|name| format!("docs/{name}"))
+        .collect();
+    docs.sort();
+    names.extend(docs);
+    names
+}
+
 #[test]
-fn readme_code_blocks_are_the_examples() {
-    let path = root().join("README.md");
-    let readme = std::fs::read_to_string(&path).unwrap();
-    assert!(
-        readme.contains(MARKER),
-        "README.md has no example markers at all"
-    );
-    let (rendered, problems) = render(&readme);
-    if std::env::var_os("LOCKWISE_BLESS").is_some() {
-        std::fs::write(&path, rendered).unwrap();
-        let missing: Vec<_> = problems.iter().filter(|p| !p.contains("differs")).collect();
-        assert!(missing.is_empty(), "{missing:#?}");
-        return;
+fn readme_and_guide_code_blocks_are_the_examples() {
+    let mut problems = Vec::new();
+    let mut marked = 0;
+    for name in documents() {
+        let path = root().join(&name);
+        let text = std::fs::read_to_string(&path).unwrap();
+        marked += text.matches(MARKER).count();
+        let (rendered, found) = render(&name, &text);
+        if std::env::var_os("LOCKWISE_BLESS").is_some() {
+            std::fs::write(&path, rendered).unwrap();
+            problems.extend(found.into_iter().filter(|p| !p.contains("differs")));
+        } else {
+            problems.extend(found);
+        }
     }
+    assert!(marked >= 10, "only {marked} example markers in the README and docs/");
     assert!(
         problems.is_empty(),
         "{}\n\nAfter changing an example: LOCKWISE_BLESS=1 cargo test -p lockwise --test readme",
@@ -147,12 +165,12 @@ fn a_drifted_block_is_caught() {
     let readme = format!(
         "{MARKER}crates/lockwise/tests/readme.rs#self-check -->\n```rust\nlet x = 2;\n```\n"
     );
-    let (rendered, problems) = render(&readme);
+    let (rendered, problems) = render("test.md", &readme);
     assert_eq!(problems.len(), 1, "{problems:?}");
     assert!(rendered.contains("let x = 1;"), "{rendered}");
-    let (_, none) = render(&rendered);
+    let (_, none) = render("test.md", &rendered);
     assert!(none.is_empty(), "{none:?}");
-    let unmarked = render("```rust\nfn main() {}\n```\n").1;
+    let unmarked = render("test.md", "```rust\nfn main() {}\n```\n").1;
     assert_eq!(unmarked.len(), 1, "{unmarked:?}");
 }
 
