@@ -1,4 +1,4 @@
-//! The grants the README documents are enough: after an administrator ran `migrate`, a user
+//! The grants docs/cli.md documents are enough: after an administrator ran `migrate`, a user
 //! with only those grants takes locks, writes through the fence, runs effects once and works
 //! the queue, on PostgreSQL and on MariaDB. (A grant missing from the documented list makes
 //! one of these calls fail.)
@@ -161,7 +161,7 @@ async fn postgres_works_with_the_documented_grants() {
         .await
         .unwrap();
     let role = unique("lw_user").replace('-', "_");
-    // The grants documented in the README, word for word.
+    // The grants documented in docs/cli.md, word for word.
     let grants = [
         format!("CREATE ROLE {role} LOGIN"),
         format!("GRANT USAGE ON SCHEMA {name} TO {role}"),
@@ -218,7 +218,7 @@ async fn mariadb_works_with_the_documented_grants() {
     outcome.unwrap();
 }
 
-/// An application user granted what the README documents on a store at version 4 keeps
+/// An application user granted what docs/cli.md documents on a store at version 4 keeps
 /// working the queue after an administrator migrates it to the latest version, without
 /// granting again: the new lease segments (migration 5), which the batch's statements now
 /// name, get the grants of the old ones, and the new functions those of the functions they
