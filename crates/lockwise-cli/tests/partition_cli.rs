@@ -12,6 +12,7 @@ use std::time::{Duration, Instant};
 use std::io::BufReader;
 
 use lockwise_testkit::{MysqlDatabase, PgDatabase, RedisNamespace, wait_for_line};
+use lockwise_testkit::{stamps, wall_nanos};
 use nix::sys::signal::{Signal, kill};
 use nix::unistd::Pid;
 
@@ -489,22 +490,6 @@ fn member_fence_keys_go_with_their_members_on_redis() {
     stop(&mut a);
     assert!(!s.redis_has(&fence("a")), "a's fence key outlived a");
     assert!(s.redis_has(&format!("lockwise:{{{}/generation}}:fence", s.group)));
-}
-
-fn stamps(path: &std::path::Path) -> Vec<i128> {
-    std::fs::read_to_string(path)
-        .unwrap_or_default()
-        .lines()
-        .filter_map(|l| l.trim().parse().ok())
-        .collect()
-}
-
-/// Now on the clock `date +%s%N` uses.
-fn wall_nanos() -> i128 {
-    std::time::SystemTime::now()
-        .duration_since(std::time::UNIX_EPOCH)
-        .unwrap()
-        .as_nanos() as i128
 }
 
 /// R19: only the first member's `lockwise partition` is frozen (SIGSTOP), not its command

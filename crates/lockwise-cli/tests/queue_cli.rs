@@ -5,6 +5,7 @@
 use std::process::{Command, Output, Stdio};
 use std::time::{Duration, Instant};
 
+use lockwise_testkit::stamps;
 use lockwise_testkit::{MysqlDatabase, PgSchema, closed_port};
 
 const BIN: &str = env!("CARGO_BIN_EXE_lockwise");
@@ -283,15 +284,6 @@ fn a_killed_worker_s_job_is_rescued_and_done_once(s: Db) {
         1,
         "done once in effect: {effects:?}"
     );
-}
-
-/// Nanosecond timestamps, one per line, written by a test's handler.
-fn stamps(path: &std::path::Path) -> Vec<i128> {
-    std::fs::read_to_string(path)
-        .unwrap_or_default()
-        .lines()
-        .filter_map(|l| l.trim().parse().ok())
-        .collect()
 }
 
 /// R19 for `queue work`: only the worker is frozen (SIGSTOP), its handler (which ignores

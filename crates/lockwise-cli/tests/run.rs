@@ -14,6 +14,7 @@ use lockwise_testkit::{
     MysqlDatabase, NotRedis, PgDatabase, RedisNamespace, RedisServer, closed_port, unique,
     wait_for_line,
 };
+use lockwise_testkit::{stamps, wall_nanos};
 
 const BIN: &str = env!("CARGO_BIN_EXE_lockwise");
 
@@ -542,17 +543,11 @@ fn the_command_is_gone_before_the_lease_runs_out(b: Backend) {
     .expect("run");
     assert_eq!(code(&waiter), 0, "{waiter:?}");
     assert_eq!(holder.wait().expect("wait").code(), Some(70));
-    let last_of_first: u128 = std::fs::read_to_string(&first)
-        .expect("first")
-        .lines()
-        .filter_map(|l| l.trim().parse().ok())
+    let last_of_first = stamps(&first)
+        .into_iter()
         .max()
         .expect("the first command ran");
-    let start_of_second: u128 = std::fs::read_to_string(&second)
-        .expect("second")
-        .trim()
-        .parse()
-        .expect("a time");
+    let start_of_second = *stamps(&second).first().expect("the second command ran");
     eprintln!(
         "the first command's last write came {} µs before the second started",
         start_of_second.saturating_sub(last_of_first) / 1_000
@@ -613,23 +608,6 @@ fn a_forgotten_lease_stops_the_command_at_once(b: Backend) {
         overlap_ms < 100.0,
         "the first command still worked {overlap_ms:.1} ms after the second started"
     );
-}
-
-/// Nanosecond timestamps, one per line, written by a test's command.
-fn stamps(path: &std::path::Path) -> Vec<i128> {
-    std::fs::read_to_string(path)
-        .unwrap_or_default()
-        .lines()
-        .filter_map(|l| l.trim().parse().ok())
-        .collect()
-}
-
-/// Now on the clock `date +%s%N` uses.
-fn wall_nanos() -> i128 {
-    let since = std::time::SystemTime::now()
-        .duration_since(std::time::UNIX_EPOCH)
-        .expect("clock after 1970");
-    since.as_nanos() as i128
 }
 
 /// R19: only `lockwise run` is frozen (SIGSTOP), not its command. The supervisor holds the
@@ -849,17 +827,11 @@ fn a_killed_lockwise_s_lock_is_free_once_its_command_is_gone(b: Backend) {
     assert_eq!(code(&waiter), 0, "{waiter:?}");
     // Past the grace, the first command is gone: its file holds its last write.
     std::thread::sleep((Duration::from_millis(1_500)).saturating_sub(killed.elapsed()));
-    let last_of_first: u128 = std::fs::read_to_string(&first)
-        .expect("first")
-        .lines()
-        .filter_map(|l| l.trim().parse().ok())
+    let last_of_first = stamps(&first)
+        .into_iter()
         .max()
         .expect("the first command ran");
-    let start_of_second: u128 = std::fs::read_to_string(&second)
-        .expect("second")
-        .trim()
-        .parse()
-        .expect("a time");
+    let start_of_second = *stamps(&second).first().expect("the second command ran");
     eprintln!(
         "the second command started {waited:?} after the SIGKILL, {} µs after the first's last write",
         start_of_second.saturating_sub(last_of_first) / 1_000

@@ -559,3 +559,20 @@ pub fn wait_for_line(
     }
     None
 }
+
+/// Nanosecond timestamps (`date +%s%N`), one per line, that a test's command wrote to `path`;
+/// none when the file is missing.
+pub fn stamps(path: &std::path::Path) -> Vec<i128> {
+    std::fs::read_to_string(path)
+        .unwrap_or_default()
+        .lines()
+        .filter_map(|l| l.trim().parse().ok())
+        .collect()
+}
+
+/// Now on the clock `date +%s%N` uses, to compare with [`stamps`].
+pub fn wall_nanos() -> i128 {
+    std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map_or(0, |since| since.as_nanos() as i128)
+}

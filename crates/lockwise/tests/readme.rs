@@ -80,9 +80,7 @@ fn render(name: &str, readme: &str) -> (String, Vec<String>) {
             continue;
         };
         if lines.get(i).map(|l| l.trim()) != Some("```rust") {
-            problems.push(format!(
-                "{name}:{i}: the marker is not followed by ```rust"
-            ));
+            problems.push(format!("{name}:{i}: the marker is not followed by ```rust"));
             continue;
         }
         out.push(lines[i].to_owned());
@@ -152,7 +150,10 @@ fn readme_and_guide_code_blocks_are_the_examples() {
             problems.extend(found);
         }
     }
-    assert!(marked >= 10, "only {marked} example markers in the README and docs/");
+    assert!(
+        marked >= 10,
+        "only {marked} example markers in the README and docs/"
+    );
     assert!(
         problems.is_empty(),
         "{}\n\nAfter changing an example: LOCKWISE_BLESS=1 cargo test -p lockwise --test readme",
