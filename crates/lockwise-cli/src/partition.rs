@@ -235,11 +235,12 @@ fn spawn(
     feed.attach(&mut supervised);
     // A dead member's lock is free at once on these backends (a file lock's flock, a session
     // lock's connection), and another member may take its keys: no grace after its death.
-    let url = args.url.trim_start();
-    if ["file:", "postgres", "mysql", "mariadb"]
-        .iter()
-        .any(|scheme| url.starts_with(scheme))
-    {
+    if matches!(
+        lockwise::url::BackendUrl::parse(&args.url),
+        Ok(lockwise::url::BackendUrl::File(_)
+            | lockwise::url::BackendUrl::Postgres(_)
+            | lockwise::url::BackendUrl::Mysql(_))
+    ) {
         supervised.arg("--lock-dies-with-parent");
     }
     supervised
