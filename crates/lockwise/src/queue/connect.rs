@@ -2,6 +2,8 @@
 
 #[cfg(doc)]
 use super::connect;
+#[cfg(doc)]
+use crate::error::Error;
 
 /// How [`connect`] opens a queue: which queue, the schema (PostgreSQL) or table prefix
 /// (MySQL), and the pool's size.

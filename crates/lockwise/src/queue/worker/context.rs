@@ -5,6 +5,8 @@ use tokio::sync::watch;
 use tokio::time::Instant;
 use tokio_util::sync::CancellationToken;
 
+#[cfg(doc)]
+use super::Worker;
 use crate::queue::JobId;
 
 /// What a handler receives.
