@@ -31,25 +31,29 @@
 //! (`IN_CLOSE_WRITE`), which the kernel reports when it closes a dead holder's descriptors.
 //! (Acquirers read `.held` files read-only, so their own closes wake nobody.)
 
-use std::collections::HashMap;
-use std::fs::{self, File, OpenOptions};
-use std::io::{self, Write};
+mod held;
+mod lease_file;
+mod watch;
+
+#[cfg(feature = "lab")]
+use std::fs::File;
+use std::fs::{self, OpenOptions};
+use std::io;
 use std::os::fd::OwnedFd;
 use std::path::{Path, PathBuf};
-use std::sync::{Arc, Mutex, OnceLock, PoisonError};
+use std::sync::{Arc, PoisonError};
 use std::time::Duration;
 
 use async_trait::async_trait;
 use sha2::{Digest, Sha256};
-use tokio::sync::watch;
 
+use self::held::{HeldFiles, hold, holder_is_dead};
+use self::lease_file::{
+    FENCE_HEADER, Instant, LeaseRecord, boot_id, read_fence, read_lease, replace,
+};
 use super::{Attempt, Backend, ReleaseWatch};
 use crate::error::{Error, Result};
-use crate::lease::{FencingToken, OwnerToken, boottime_nanos};
-
-const LEASE_HEADER: &str = "lockwise-lease 1";
-const FENCE_HEADER: &str = "lockwise-fence 1";
-const HELD_HEADER: &str = "lockwise-held 1";
+use crate::lease::{FencingToken, OwnerToken};
 
 /// Lease files in one directory. Clones share the directory and the kernel locks of the
 /// leases they hold.
@@ -58,37 +62,6 @@ pub struct FileBackend {
     dir: Arc<PathBuf>,
     held: Arc<HeldFiles>,
 }
-
-/// The open, `flock`ed `.held` file of each lease this process holds, by key stem and owner.
-/// Closing one releases its kernel lock, so it is closed only once its lease is released or
-/// seen lost; the process's death closes them all.
-#[derive(Default)]
-struct HeldFiles(Mutex<HashMap<(String, OwnerToken), File>>);
-
-impl HeldFiles {
-    fn keep(&self, stem: &str, owner: OwnerToken, file: File) {
-        self.0
-            .lock()
-            .unwrap_or_else(PoisonError::into_inner)
-            .insert((stem.to_owned(), owner), file);
-    }
-
-    /// Takes out `owner`'s file for the key `stem`; dropping it releases the kernel lock.
-    fn take(&self, stem: &str, owner: OwnerToken) -> Option<File> {
-        self.0
-            .lock()
-            .unwrap_or_else(PoisonError::into_inner)
-            .remove(&(stem.to_owned(), owner))
-    }
-}
-
-impl std::fmt::Debug for HeldFiles {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        let held = self.0.lock().unwrap_or_else(PoisonError::into_inner).len();
-        f.debug_struct("HeldFiles").field("held", &held).finish()
-    }
-}
-
 impl FileBackend {
     /// Uses (and creates, mode 0700) the lock directory `dir`.
     pub fn open(dir: impl Into<PathBuf>) -> Result<Self> {
@@ -330,193 +303,6 @@ impl Paths {
         self.dir.join(format!("{}.tmp", self.stem))
     }
 }
-
-/// A point on `CLOCK_BOOTTIME` of the current boot.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord)]
-struct Instant {
-    nanos: u64,
-}
-
-impl Instant {
-    fn now() -> io::Result<Self> {
-        Ok(Instant {
-            nanos: boottime_nanos()?,
-        })
-    }
-
-    fn plus(self, d: Duration) -> Self {
-        let add = u64::try_from(d.as_nanos()).unwrap_or(u64::MAX);
-        Instant {
-            nanos: self.nanos.saturating_add(add),
-        }
-    }
-}
-
-fn boot_id() -> &'static str {
-    static BOOT_ID: OnceLock<String> = OnceLock::new();
-    BOOT_ID.get_or_init(|| {
-        fs::read_to_string("/proc/sys/kernel/random/boot_id")
-            .map(|s| s.trim().to_owned())
-            // Without a boot id every lease is treated as from this boot.
-            .unwrap_or_else(|_| "unknown".to_owned())
-    })
-}
-
-/// The content of a `.lease` file.
-#[derive(Debug, Clone, PartialEq, Eq)]
-struct LeaseRecord {
-    owner: OwnerToken,
-    fence: u64,
-    expires: Instant,
-    boot: String,
-}
-
-impl LeaseRecord {
-    fn encode(&self) -> String {
-        format!(
-            "{LEASE_HEADER}\nowner {}\nfence {}\nexpires {}\nboot {}\n",
-            self.owner.to_hex(),
-            self.fence,
-            self.expires.nanos,
-            self.boot
-        )
-    }
-
-    fn decode(text: &str) -> Option<Self> {
-        let mut lines = text.lines();
-        if lines.next()? != LEASE_HEADER {
-            return None;
-        }
-        let mut field = |name: &str| {
-            lines
-                .next()?
-                .strip_prefix(name)?
-                .strip_prefix(' ')
-                .map(str::to_owned)
-        };
-        Some(LeaseRecord {
-            owner: OwnerToken::from_hex(&field("owner")?)?,
-            fence: field("fence")?.parse().ok()?,
-            expires: Instant {
-                nanos: field("expires")?.parse().ok()?,
-            },
-            boot: field("boot")?,
-        })
-    }
-
-    /// Live: written in this boot and not yet expired.
-    fn live_at(&self, now: Instant) -> bool {
-        self.boot == boot_id() && self.expires > now
-    }
-}
-
-/// Reads a lease; an unreadable one counts as expired. That is safe: the lease is replaced
-/// without fsync and may come back empty after a power loss, but the `.fence` file, written
-/// durably *before* the lease, always holds a token at least as high as the lease's.
-fn read_lease(path: &Path) -> io::Result<Option<LeaseRecord>> {
-    match fs::read_to_string(path) {
-        Ok(text) => {
-            let lease = LeaseRecord::decode(&text);
-            if lease.is_none() {
-                tracing::warn!(path = %path.display(), "unreadable lease file; treating it as expired");
-            }
-            Ok(lease)
-        }
-        Err(e) if e.kind() == io::ErrorKind::NotFound => Ok(None),
-        Err(e) => Err(e),
-    }
-}
-
-fn read_fence(path: &Path) -> io::Result<u64> {
-    match fs::read_to_string(path) {
-        Ok(text) => {
-            let mut lines = text.lines();
-            match (lines.next(), lines.next().and_then(|n| n.parse().ok())) {
-                (Some(FENCE_HEADER), Some(n)) => Ok(n),
-                // Never guess: restarting the counter would reissue tokens.
-                _ => Err(io::Error::new(
-                    io::ErrorKind::InvalidData,
-                    format!("corrupt fencing counter {}", path.display()),
-                )),
-            }
-        }
-        Err(e) if e.kind() == io::ErrorKind::NotFound => Ok(0),
-        Err(e) => Err(e),
-    }
-}
-
-/// Replaces `path` atomically; with `durable`, the content and the rename reach the disk
-/// before this returns.
-fn replace(paths: &Paths, path: &Path, content: &str, durable: bool) -> io::Result<()> {
-    let tmp = paths.tmp();
-    let mut f = File::create(&tmp)?;
-    f.write_all(content.as_bytes())?;
-    if durable {
-        f.sync_all()?;
-    }
-    drop(f);
-    fs::rename(&tmp, path)?;
-    if durable {
-        File::open(&paths.dir)?.sync_all()?;
-    }
-    Ok(())
-}
-
-/// Makes the `.held` file of a new grant to `owner` and takes its kernel lock: a fresh file
-/// (the last holder, frozen, may still lock the old one), locked and naming `owner` before it is
-/// renamed into place, all before the lease names `owner`. Opened for writing, so that its
-/// close (by the kernel, when the holder dies) is an `IN_CLOSE_WRITE` that wakes waiters.
-fn hold(paths: &Paths, owner: OwnerToken) -> io::Result<File> {
-    let tmp = paths.tmp();
-    match fs::remove_file(&tmp) {
-        Err(e) if e.kind() != io::ErrorKind::NotFound => return Err(e),
-        _ => {}
-    }
-    let mut file = OpenOptions::new().write(true).create_new(true).open(&tmp)?;
-    match file.try_lock() {
-        Ok(()) => {}
-        // Nobody else can have opened a file this operation just created.
-        Err(std::fs::TryLockError::WouldBlock) => {
-            return Err(io::Error::other(format!(
-                "{} was locked as soon as it was created",
-                tmp.display()
-            )));
-        }
-        Err(std::fs::TryLockError::Error(e)) => return Err(e),
-    }
-    file.write_all(format!("{HELD_HEADER}\nowner {}\n", owner.to_hex()).as_bytes())?;
-    fs::rename(&tmp, &paths.held)?;
-    Ok(file)
-}
-
-/// Whether the process holding `lease` is dead: its `.held` file names the lease's owner and
-/// nobody holds its kernel lock any more. A missing or other owner's `.held` file (a lease
-/// written by an older lockwise, a grant that failed half-way) says nothing: the TTL decides.
-fn holder_is_dead(paths: &Paths, lease: &LeaseRecord) -> io::Result<bool> {
-    // Read-only: the close of a probe is an `IN_CLOSE_NOWRITE`, which wakes no waiter.
-    let file = match File::open(&paths.held) {
-        Ok(file) => file,
-        Err(e) if e.kind() == io::ErrorKind::NotFound => return Ok(false),
-        Err(e) => return Err(e),
-    };
-    let mut text = Vec::new();
-    io::Read::read_to_end(&mut &file, &mut text)?;
-    let names_owner = std::str::from_utf8(&text).ok().is_some_and(|text| {
-        let mut lines = text.lines();
-        lines.next() == Some(HELD_HEADER)
-            && lines.next().and_then(|l| l.strip_prefix("owner ")) == Some(&lease.owner.to_hex())
-    });
-    if !names_owner {
-        return Ok(false);
-    }
-    // Taken, this probe's lock goes with its descriptor at the end of the function.
-    match file.try_lock() {
-        Ok(()) => Ok(true),
-        Err(std::fs::TryLockError::WouldBlock) => Ok(false),
-        Err(std::fs::TryLockError::Error(e)) => Err(e),
-    }
-}
-
 #[async_trait]
 impl Backend for FileBackend {
     async fn try_acquire(&self, key: &str, owner: OwnerToken, ttl: Duration) -> Result<Attempt> {
@@ -606,43 +392,7 @@ impl Backend for FileBackend {
     }
 
     async fn watch(&self, key: &str) -> Result<ReleaseWatch> {
-        use futures_util::StreamExt;
-        let stem = Self::file_stem(key);
-        let (lease_name, held_name) = (format!("{stem}.lease"), format!("{stem}.held"));
-        let inotify =
-            inotify::Inotify::init().map_err(|e| io_error("cannot start inotify".into(), e))?;
-        // A release removes the lease; a holder's death closes its `.held` file, written to.
-        inotify
-            .watches()
-            .add(
-                self.dir.as_ref(),
-                inotify::WatchMask::DELETE | inotify::WatchMask::CLOSE_WRITE,
-            )
-            .map_err(|e| io_error(format!("cannot watch {}", self.dir.display()), e))?;
-        let mut events = inotify
-            .into_event_stream(vec![0u8; 4096])
-            .map_err(|e| io_error("cannot read inotify events".into(), e))?;
-        let (tx, rx) = watch::channel(0u64);
-        let task = tokio::spawn(async move {
-            while let Some(Ok(event)) = events.next().await {
-                if event
-                    .name
-                    .is_some_and(|n| n == lease_name.as_str() || n == held_name.as_str())
-                {
-                    tx.send_modify(|n| *n += 1);
-                }
-            }
-        });
-        Ok(ReleaseWatch::new(rx, Some(Box::new(AbortOnDrop(task)))))
-    }
-}
-
-/// Stops the inotify reader when the watch is dropped.
-struct AbortOnDrop(tokio::task::JoinHandle<()>);
-
-impl Drop for AbortOnDrop {
-    fn drop(&mut self) {
-        self.0.abort();
+        self.watch_releases(key).await
     }
 }
 
@@ -650,36 +400,7 @@ impl Drop for AbortOnDrop {
 mod tests {
     use super::*;
 
-    #[test]
-    fn lease_records_round_trip_and_reject_garbage() {
-        let rec = LeaseRecord {
-            owner: OwnerToken::random(),
-            fence: 41,
-            expires: Instant { nanos: 123 },
-            boot: "b".into(),
-        };
-        assert_eq!(LeaseRecord::decode(&rec.encode()), Some(rec));
-        assert_eq!(LeaseRecord::decode("lockwise-lease 1\nowner zz\n"), None);
-        assert_eq!(LeaseRecord::decode(""), None);
-    }
-
-    #[test]
-    fn a_lease_from_another_boot_is_expired() {
-        let now = Instant::now().unwrap_or(Instant { nanos: 0 });
-        let rec = LeaseRecord {
-            owner: OwnerToken::random(),
-            fence: 1,
-            expires: now.plus(Duration::from_secs(60)),
-            boot: "another-boot".into(),
-        };
-        assert!(!rec.live_at(now));
-        let this_boot = LeaseRecord {
-            boot: boot_id().to_owned(),
-            ..rec
-        };
-        assert!(this_boot.live_at(now));
-    }
-
+    use super::held::HELD_HEADER;
     fn held_count(backend: &FileBackend) -> usize {
         backend
             .held

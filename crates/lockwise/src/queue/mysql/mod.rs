@@ -7,52 +7,34 @@ use std::time::{Duration, SystemTime};
 
 use async_trait::async_trait;
 use serde_json::Value;
-use sqlx::mysql::{MySqlConnection, MySqlPool};
+use sqlx::mysql::MySqlPool;
 use sqlx::{AssertSqlSafe, Connection, Row};
 use tokio::sync::OnceCell;
 
-use super::driver::{
-    ClaimRequest, Driver, FailedAttempt, Insert, check_payload, insert_all, insert_in,
-};
+use super::driver::{ClaimRequest, Driver, FailedAttempt, Insert, insert_all, insert_in};
 use super::{
     Claimed, Enqueued, Executor, Job, JobId, JobInfo, JobState, Stats, from_micros, reported_state,
     utc_errors,
 };
 use crate::error::{Error, Result};
 
-/// The column version 3 adds.
-const V3_COLUMN: &str = "released_key";
-
-/// The binary NO PAD collations version 4 converts the table to (MariaDB's, MySQL 8's): a
-/// table whose `queue` column has one is up to date.
-const BINARY_COLLATIONS: [&str; 2] = ["utf8mb4_nopad_bin", "utf8mb4_0900_bin"];
-
 /// The default table prefix.
 pub(super) const DEFAULT_PREFIX: &str = "lockwise";
 
 macro_rules! sql {
     ($file:literal) => {
-        include_str!(concat!("../../sql/mysql/queue/", $file))
+        include_str!(concat!("../../../sql/mysql/queue/", $file))
     };
 }
 
-const V1: &str = sql!("v1.sql");
-const V2: &str = sql!("v2.sql");
-const V3: &str = sql!("v3.sql");
-const V4: &str = sql!("v4.sql");
-const COLUMN_EXISTS: &str = sql!("column_exists.sql");
-const COLUMN_COLLATION: &str = sql!("column_collation.sql");
-const BINARY_COLLATION: &str = sql!("binary_collation.sql");
-const MIGRATE_LOCK: &str = sql!("migrate_lock.sql");
-const RELEASE_LOCK: &str = sql!("release_lock.sql");
+// After `sql!`, which they use.
+mod insert;
+mod migrations;
+
+use self::migrations::{MIGRATE_LOCK, RELEASE_LOCK};
+
 const RELEASE_REAPER: &str = sql!("release_reaper.sql");
 const READ_COMMITTED: &str = sql!("read_committed.sql");
-const ENQUEUE: &str = sql!("enqueue.sql");
-const ENQUEUE_EXISTING: &str = sql!("enqueue_existing.sql");
-const ENQUEUE_MANY: &str = sql!("enqueue_many.sql");
-const ENQUEUE_MANY_EXISTING: &str = sql!("enqueue_many_existing.sql");
-const AUTO_INCREMENT_INCREMENT: &str = sql!("auto_increment_increment.sql");
-const MAX_ALLOWED_PACKET: &str = sql!("max_allowed_packet.sql");
 const CLAIM_LOCK: &str = sql!("claim_lock.sql");
 const CLAIM_UPDATE: &str = sql!("claim_update.sql");
 const CLAIM_FETCH: &str = sql!("claim_fetch.sql");
@@ -74,7 +56,6 @@ const LIST_WAITING: &str = concat!(sql!("job_select.sql"), sql!("list_waiting.sq
 const LIST_STATE: &str = concat!(sql!("job_select.sql"), sql!("list_state.sql"));
 const DEAD: &str = concat!(sql!("job_select.sql"), sql!("dead.sql"));
 const CANCEL: &str = sql!("cancel.sql");
-const RELEASE_KEY: &str = sql!("release_key.sql");
 
 fn micros(d: Duration) -> i64 {
     i64::try_from(d.as_micros()).unwrap_or(i64::MAX)
@@ -173,255 +154,6 @@ impl MysqlDriver {
             .execute(executor)
             .await?;
         Ok(done.rows_affected())
-    }
-
-    /// Applies the versions missing (under the migration lock): version 1 creates the table if
-    /// it is not there; versions 2 and 3 are applied when the column each adds is missing, and
-    /// version 4 when the table is not in a binary collation, so a migration cut short by a
-    /// crash (MySQL DDL is not transactional) is finished next time.
-    async fn apply_migrations(&self, conn: &mut MySqlConnection) -> Result<()> {
-        // Up to date (the usual case): one read and no DDL, so that a user without CREATE
-        // privileges can open a queue an administrator migrated.
-        if self.is_latest(&mut *conn).await? {
-            return Ok(());
-        }
-        sqlx::raw_sql(self.sql(V1)).execute(&mut *conn).await?;
-        for (version, column, ddl) in [(2, "started", V2), (3, V3_COLUMN, V3)] {
-            if !self.has_column(&mut *conn, column).await? {
-                sqlx::raw_sql(self.sql(ddl)).execute(&mut *conn).await?;
-                tracing::info!(version, "queue tables migrated");
-            }
-        }
-        if !self.is_latest(&mut *conn).await? {
-            let binary: Option<String> = sqlx::query_scalar(BINARY_COLLATION)
-                .fetch_optional(&mut *conn)
-                .await?;
-            let binary = binary.ok_or_else(|| {
-                Error::config(
-                    "the server has neither utf8mb4_nopad_bin (MariaDB 10.2+) nor \
-                     utf8mb4_0900_bin (MySQL 8): the queue needs one to compare keys and \
-                     queue names byte for byte",
-                )
-            })?;
-            let ddl = self.sql(V4).0.replace("{binary}", &binary);
-            sqlx::raw_sql(AssertSqlSafe(ddl))
-                .execute(&mut *conn)
-                .await?;
-            tracing::info!(version = 4, collation = %binary, "queue tables migrated");
-        }
-        Ok(())
-    }
-
-    /// Whether the jobs table has every version: its `queue` column is in one of the
-    /// [`BINARY_COLLATIONS`] (version 4, which comes after the columns of 2 and 3).
-    async fn is_latest<'e, E>(&self, executor: E) -> Result<bool>
-    where
-        E: sqlx::Executor<'e, Database = sqlx::MySql>,
-    {
-        let collation: Option<Option<String>> = sqlx::query_scalar(COLUMN_COLLATION)
-            .bind(&self.table)
-            .bind("queue")
-            .fetch_optional(executor)
-            .await?;
-        Ok(collation
-            .flatten()
-            .is_some_and(|c| BINARY_COLLATIONS.contains(&c.as_str())))
-    }
-
-    /// Whether the jobs table has `column`.
-    async fn has_column<'e, E>(&self, executor: E, column: &str) -> Result<bool>
-    where
-        E: sqlx::Executor<'e, Database = sqlx::MySql>,
-    {
-        let n: i64 = sqlx::query_scalar(COLUMN_EXISTS)
-            .bind(&self.table)
-            .bind(column)
-            .fetch_one(executor)
-            .await?;
-        Ok(n > 0)
-    }
-}
-
-#[async_trait]
-impl Insert for MysqlDriver {
-    type Db = sqlx::MySql;
-
-    /// Six placeholders a job, under the protocol's 65,535.
-    const MAX_ROWS: usize = 10_000;
-    /// Well under `max_allowed_packet` (16 MiB by default on MariaDB, 64 MiB on MySQL 8).
-    const MAX_BYTES: usize = 4 << 20;
-
-    fn pool(&self) -> &MySqlPool {
-        &self.pool
-    }
-
-    async fn before_transaction(&self, conn: &mut MySqlConnection) -> Result<()> {
-        sqlx::query(READ_COMMITTED).execute(&mut *conn).await?;
-        Ok(())
-    }
-
-    /// Looks for the keys' holders first, then inserts the other jobs in one statement. If
-    /// that statement meets a key anyway (a concurrent enqueue, or keys the column's collation
-    /// takes for equal, such as `K` and `k`), it inserted nothing, and the jobs go one at a
-    /// time, with exactly the per-job semantics.
-    async fn insert_many(
-        &self,
-        conn: &mut MySqlConnection,
-        queue: &str,
-        jobs: &[&Job],
-        payloads: &[&str],
-    ) -> Result<Vec<Option<Enqueued>>> {
-        let mut answers: Vec<Option<Enqueued>> = vec![None; jobs.len()];
-        let keys: Vec<&str> = jobs.iter().filter_map(|job| job.key.as_deref()).collect();
-        if !keys.is_empty() {
-            let sql = self.sql_list(ENQUEUE_MANY_EXISTING, "{keys}", &list(keys.len()));
-            let mut lookup = sqlx::query_as::<_, (i64, String)>(sql).bind(queue);
-            for key in &keys {
-                lookup = lookup.bind(*key);
-            }
-            let held: std::collections::HashMap<String, i64> = lookup
-                .fetch_all(&mut *conn)
-                .await?
-                .into_iter()
-                .map(|(id, key)| (key, id))
-                .collect();
-            for (answer, job) in answers.iter_mut().zip(jobs) {
-                if let Some(&id) = job.key.as_deref().and_then(|key| held.get(key)) {
-                    *answer = Some(Enqueued {
-                        id: JobId(id),
-                        duplicate: true,
-                    });
-                }
-            }
-        }
-        let new: Vec<usize> = (0..jobs.len()).filter(|&i| answers[i].is_none()).collect();
-        if new.is_empty() {
-            return Ok(answers);
-        }
-        let (head, row) = ENQUEUE_MANY
-            .rsplit_once("VALUES")
-            .ok_or_else(|| Error::config("enqueue_many.sql has no VALUES (a build bug)"))?;
-        let rows = vec![row.trim(); new.len()].join(",");
-        let mut insert = sqlx::query(self.sql(&format!("{head}VALUES {rows}")));
-        for &i in &new {
-            let job = jobs[i];
-            insert = insert
-                .bind(queue)
-                .bind(payloads[i])
-                .bind(job.priority)
-                .bind(micros(job.delay))
-                .bind(job.max_attempts)
-                .bind(job.key.as_deref());
-        }
-        match insert.execute(&mut *conn).await {
-            Ok(done) => {
-                let step = *self
-                    .id_step
-                    .get_or_try_init(|| async {
-                        sqlx::query_scalar::<_, i64>(AUTO_INCREMENT_INCREMENT)
-                            .fetch_one(&mut *conn)
-                            .await
-                    })
-                    .await?;
-                let first = i64::try_from(done.last_insert_id())
-                    .map_err(|_| Error::backend_msg("mysql", "job id out of range"))?;
-                if done.rows_affected() != new.len() as u64 {
-                    return Err(Error::backend_msg(
-                        "mysql",
-                        format!(
-                            "an insert of {} jobs inserted {}",
-                            new.len(),
-                            done.rows_affected()
-                        ),
-                    ));
-                }
-                for (n, &i) in new.iter().enumerate() {
-                    answers[i] = Some(Enqueued {
-                        id: JobId(first + step.max(1) * n as i64),
-                        duplicate: false,
-                    });
-                }
-            }
-            // Only the idempotency key is unique besides the generated id.
-            Err(sqlx::Error::Database(e)) if e.is_unique_violation() => {
-                for &i in &new {
-                    answers[i] = Some(self.insert(&mut *conn, queue, jobs[i]).await?);
-                }
-            }
-            Err(e) => return Err(e.into()),
-        }
-        Ok(answers)
-    }
-
-    /// `max_allowed_packet` less 16 KiB for the statement and the job's other values: a larger
-    /// statement is refused by the server, which then closes the connection.
-    async fn max_payload(&self, conn: &mut MySqlConnection) -> Result<Option<usize>> {
-        let packet = *self
-            .max_packet
-            .get_or_try_init(|| async {
-                sqlx::query_scalar::<_, u64>(MAX_ALLOWED_PACKET)
-                    .fetch_one(&mut *conn)
-                    .await
-            })
-            .await?;
-        let limit = usize::try_from(packet).unwrap_or(usize::MAX);
-        Ok(Some(limit.saturating_sub(16 << 10)))
-    }
-
-    async fn insert(&self, conn: &mut MySqlConnection, queue: &str, job: &Job) -> Result<Enqueued> {
-        let payload = job.payload.to_string();
-        if let Some(limit) = self.max_payload(&mut *conn).await? {
-            check_payload(payload.len(), limit)?;
-        }
-        if let Some((key, window)) = job.windowed_key() {
-            sqlx::query(self.sql(RELEASE_KEY))
-                .bind(queue)
-                .bind(key)
-                .bind(micros(window))
-                .execute(&mut *conn)
-                .await?;
-        }
-        for _ in 0..3 {
-            let inserted = sqlx::query(self.sql(ENQUEUE))
-                .bind(queue)
-                .bind(&payload)
-                .bind(job.priority)
-                .bind(micros(job.delay))
-                .bind(job.max_attempts)
-                .bind(job.key.as_deref())
-                .execute(&mut *conn)
-                .await;
-            match inserted {
-                Ok(done) => {
-                    let id = i64::try_from(done.last_insert_id())
-                        .map_err(|_| Error::backend_msg("mysql", "job id out of range"))?;
-                    return Ok(Enqueued {
-                        id: JobId(id),
-                        duplicate: false,
-                    });
-                }
-                // Only the idempotency key is unique besides the generated id.
-                Err(sqlx::Error::Database(e)) if e.is_unique_violation() => {
-                    let existing: Option<i64> = sqlx::query_scalar(self.sql(ENQUEUE_EXISTING))
-                        .bind(queue)
-                        .bind(job.key.as_deref())
-                        .fetch_optional(&mut *conn)
-                        .await?;
-                    if let Some(id) = existing {
-                        return Ok(Enqueued {
-                            id: JobId(id),
-                            duplicate: true,
-                        });
-                    }
-                    // The job that held the key was deleted meanwhile: insert again.
-                }
-                Err(e) => return Err(e.into()),
-            }
-        }
-        Err(Error::backend_msg(
-            "mysql",
-            "enqueue found neither a new nor an existing job",
-        ))
     }
 }
 

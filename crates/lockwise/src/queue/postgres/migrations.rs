@@ -1,0 +1,78 @@
+//! The versioned migrations of the queue schema, and applying them.
+
+use sqlx::Connection;
+use sqlx::postgres::PgConnection;
+
+use super::PgDriver;
+use super::statements::{migration_text, q};
+use crate::db::postgres::ADVISORY_CLASS;
+use crate::error::{Error, Result};
+
+/// The versioned migrations of the queue schema.
+pub(super) const MIGRATIONS: &[(i32, &str)] = &[
+    (1, include_str!("../../../sql/postgres/queue/v1.sql")),
+    (2, include_str!("../../../sql/postgres/queue/v2.sql")),
+    (3, include_str!("../../../sql/postgres/queue/v3.sql")),
+    (4, include_str!("../../../sql/postgres/queue/v4.sql")),
+    (5, include_str!("../../../sql/postgres/queue/v5.sql")),
+    (6, include_str!("../../../sql/postgres/queue/v6.sql")),
+    (7, include_str!("../../../sql/postgres/queue/v7.sql")),
+    (8, include_str!("../../../sql/postgres/queue/v8.sql")),
+    (9, include_str!("../../../sql/postgres/queue/v9.sql")),
+    (10, include_str!("../../../sql/postgres/queue/v10.sql")),
+];
+
+/// The newest migration in [`MIGRATIONS`].
+pub(super) const LATEST: i32 = MIGRATIONS[MIGRATIONS.len() - 1].0;
+
+impl PgDriver {
+    /// The newest queue migration applied to the schema, `None` when its migrations table is
+    /// missing: catalog reads only, no privilege needed and nothing created.
+    pub(super) async fn applied_version(&self, conn: &mut PgConnection) -> Result<Option<i32>> {
+        let table = self.schema.sql("{schema}.queue_migrations").0;
+        let exists: bool = sqlx::query_scalar(q(&self.sql.migrations_exist))
+            .bind(&table)
+            .fetch_one(&mut *conn)
+            .await?;
+        if !exists {
+            return Ok(None);
+        }
+        Ok(sqlx::query_scalar(q(&self.sql.migration_version))
+            .fetch_one(&mut *conn)
+            .await?)
+    }
+
+    pub(super) async fn apply_migrations(&self, conn: &mut PgConnection) -> Result<()> {
+        // Up to date (the usual case): two reads and no DDL, so that a user without CREATE
+        // privileges can open a queue an administrator migrated.
+        if self.applied_version(conn).await? >= Some(LATEST) {
+            return Ok(());
+        }
+        let mut tx = conn.begin().await?;
+        sqlx::query(q(&self.sql.migrate_lock))
+            .bind(ADVISORY_CLASS)
+            .execute(&mut *tx)
+            .await?;
+        sqlx::raw_sql(q(&self.sql.migrations_table))
+            .execute(&mut *tx)
+            .await?;
+        let current: Option<i32> = sqlx::query_scalar(q(&self.sql.migration_version))
+            .fetch_one(&mut *tx)
+            .await?;
+        for (version, text) in MIGRATIONS {
+            if current.is_some_and(|c| c >= *version) {
+                continue;
+            }
+            let text = migration_text(text, &self.channel);
+            sqlx::raw_sql(self.schema.sql(&text))
+                .execute(&mut *tx)
+                .await?;
+            sqlx::query(q(&self.sql.migration_applied))
+                .bind(version)
+                .execute(&mut *tx)
+                .await?;
+            tracing::info!(version, "queue schema migrated");
+        }
+        tx.commit().await.map_err(Error::from)
+    }
+}

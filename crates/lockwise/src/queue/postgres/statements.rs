@@ -1,0 +1,251 @@
+//! The SQL statements of a queue schema, rendered from `sql/postgres/queue/`.
+
+use sqlx::AssertSqlSafe;
+
+use super::rings::{LEASE_SEGMENTS, RINGS};
+use crate::db::postgres::Schema;
+
+/// The SQL of one queue schema, with the schema name (and channel) filled in once.
+#[derive(Debug)]
+pub(super) struct Statements {
+    pub(super) migrations_table: String,
+    pub(super) migrate_lock: String,
+    pub(super) migration_version: String,
+    pub(super) migration_applied: String,
+    pub(super) migrations_exist: String,
+    pub(super) enqueue: String,
+    pub(super) enqueue_many: String,
+    pub(super) claim: String,
+    pub(super) claim_any: String,
+    pub(super) confirm_started: String,
+    pub(super) complete: String,
+    pub(super) fail: String,
+    pub(super) heartbeat: String,
+    pub(super) hand_back: String,
+    pub(super) reap: String,
+    pub(super) rings: String,
+    pub(super) truncate_drained: String,
+    pub(super) seal_lock: String,
+    pub(super) seal_done: String,
+    pub(super) prune_lock: String,
+    pub(super) stats: String,
+    pub(super) dead: String,
+    pub(super) retry: String,
+    pub(super) delete_finished: String,
+    pub(super) delete_finished_everywhere: String,
+    pub(super) job: String,
+    pub(super) list_waiting: String,
+    pub(super) list_state: String,
+    pub(super) cancel: String,
+}
+
+impl Statements {
+    pub(super) fn new(schema: &Schema, channel: &str) -> Self {
+        let fill = |template: &str| schema.sql(&template.replace("{channel}", channel)).0;
+        macro_rules! sql {
+            ($file:literal) => {
+                fill(include_str!(concat!("../../../sql/postgres/queue/", $file)))
+            };
+        }
+        Statements {
+            migrations_table: sql!("migrations_table.sql"),
+            migrate_lock: sql!("migrate_lock.sql"),
+            migration_version: sql!("migration_version.sql"),
+            migration_applied: sql!("migration_applied.sql"),
+            migrations_exist: sql!("migrations_exist.sql"),
+            enqueue: sql!("enqueue.sql"),
+            enqueue_many: sql!("enqueue_many.sql"),
+            claim: sql!("claim_call.sql"),
+            claim_any: sql!("claim_any_call.sql"),
+            confirm_started: sql!("confirm_call.sql"),
+            complete: sql!("complete.sql"),
+            fail: sql!("fail.sql"),
+            heartbeat: fill(&locking_leases(
+                include_str!("../../../sql/postgres/queue/heartbeat.sql"),
+                "NO KEY UPDATE",
+            )),
+            hand_back: fill(&locking_leases(
+                include_str!("../../../sql/postgres/queue/hand_back.sql"),
+                "UPDATE",
+            )),
+            reap: sql!("reap.sql"),
+            rings: {
+                let segment = sql!("rings.sql");
+                // The SELECT without the comment above it.
+                let body = segment
+                    .find("\nSELECT")
+                    .map_or(segment.as_str(), |at| &segment[at + 1..]);
+                RINGS
+                    .iter()
+                    .flat_map(|(ring, segments, _)| (0..*segments).map(move |seg| (ring, seg)))
+                    .map(|(ring, seg)| {
+                        body.replace("{ring}_clock", clock_of(ring))
+                            .replace("{ring}", ring)
+                            .replace("{seg}", &seg.to_string())
+                    })
+                    .collect::<Vec<_>>()
+                    .join("\nUNION ALL\n")
+            },
+            truncate_drained: sql!("truncate_drained.sql"),
+            seal_lock: sql!("seal_lock.sql"),
+            seal_done: sql!("seal_done.sql"),
+            prune_lock: sql!("prune_lock.sql"),
+            stats: sql!("stats.sql"),
+            dead: sql!("dead.sql"),
+            retry: sql!("retry.sql"),
+            delete_finished: sql!("delete_finished.sql").replace("{of_queue}", "queue = $1"),
+            delete_finished_everywhere: sql!("delete_finished.sql")
+                .replace("{of_queue}", "$1::text IS NULL"),
+            job: format!("{}{}", sql!("job_select.sql"), sql!("job.sql")),
+            list_waiting: format!("{}{}", sql!("job_select.sql"), sql!("list_waiting.sql")),
+            list_state: format!("{}{}", sql!("job_select.sql"), sql!("list_state.sql")),
+            cancel: sql!("cancel.sql"),
+        }
+    }
+}
+
+/// `statement` (heartbeat.sql or hand_back.sql) with its `{locked_leases}`: the leases it
+/// names, locked `FOR {mode}` in the one order every statement on several leases uses
+/// (locked_leases.sql).
+pub(super) fn locking_leases(statement: &str, mode: &str) -> String {
+    let locked = without_comments(include_str!(
+        "../../../sql/postgres/queue/locked_leases.sql"
+    ));
+    statement.replace("{locked_leases}", &locked.replace("{mode}", mode))
+}
+
+/// The sequence that is the clock of a ring of v4.sql.
+pub(super) fn clock_of(ring: &str) -> &'static str {
+    if ring == "ready" {
+        "ready_ticket"
+    } else {
+        "claim_ticket"
+    }
+}
+
+/// A migration with its placeholders filled in: the NOTIFY channel, the bodies of v5.sql's
+/// functions (and of their replacements in v7.sql, v9.sql and v10.sql), and the look-up of lease
+/// segments.
+pub(super) fn migration_text(text: &str, channel: &str) -> String {
+    let ack = include_str!("../../../sql/postgres/queue/ack.sql");
+    let on = |ids: &str, attempts: &str, segs: &str| {
+        ack.replace("{ids}", ids)
+            .replace("{attempts}", attempts)
+            .replace("{segs}", segs)
+    };
+    let count = "GET DIAGNOSTICS moved = ROW_COUNT;\ntotal := total + moved;\n";
+    let moved = moved();
+    let last = (LEASE_SEGMENTS - 1).to_string();
+    let segments = without_comments(include_str!(
+        "../../../sql/postgres/queue/lease_segments.sql"
+    ))
+    .replace("{last}", &last);
+    let segments_of = |ids: &str, attempts: &str, segs: &str| {
+        segments
+            .replace("{ids}", ids)
+            .replace("{attempts}", attempts)
+            .replace("{segs}", segs)
+    };
+    let branches = |ids: &str, attempts: &str, segs: &str| {
+        segment_branches(&on(ids, attempts, segs), "", count)
+    };
+    text.replace("{channel}", channel)
+        .replace("{last}", &last)
+        .replace("{segments}", &segments_of("$1", "$2", "$3"))
+        .replace("{finished_segments}", &segments_of("$5", "$6", "$7"))
+        .replace("{ack}", &branches("$1", "$2", "$3"))
+        .replace("{ack_finished}", &branches("$5", "$6", "$7"))
+        // v9.sql's functions: by the segments they looked up, in their variable `segs`.
+        .replace("{ack_of_segs}", &branches("$1", "$2", "segs"))
+        .replace("{ack_finished_of_segs}", &branches("$5", "$6", "segs"))
+        // v10.sql's function: confirm_locked.sql by the segments it looked up.
+        .replace(
+            "{confirm_of_segs}",
+            &segment_branches(
+                &include_str!("../../../sql/postgres/queue/confirm_locked.sql")
+                    .replace("{ids}", "$1")
+                    .replace("{attempts}", "$2")
+                    .replace("{segs}", "segs"),
+                "RETURN QUERY\n",
+                "",
+            ),
+        )
+        .replace(
+            "{confirm}",
+            &segment_branches(
+                include_str!("../../../sql/postgres/queue/confirm_started.sql"),
+                "RETURN QUERY\n",
+                "",
+            ),
+        )
+        .replace(
+            "{claim}",
+            &include_str!("../../../sql/postgres/queue/claim.sql").replace("{moved}", &moved),
+        )
+        .replace(
+            "{claim_any}",
+            &include_str!("../../../sql/postgres/queue/claim_any.sql").replace("{moved}", &moved),
+        )
+}
+
+/// The claims' `{moved}`: claim_moved.sql (without its comment) once per ready segment, then
+/// `moved`, the union of what they deleted.
+pub(super) fn moved() -> String {
+    let one = without_comments(include_str!("../../../sql/postgres/queue/claim_moved.sql"));
+    let segments = RINGS[0].1;
+    let deletes: Vec<String> = (0..segments)
+        .map(|k| one.replace("{k}", &k.to_string()))
+        .collect();
+    let union: Vec<String> = (0..segments)
+        .map(|k| format!("SELECT * FROM moved_{k}"))
+        .collect();
+    format!(
+        "{}\nmoved AS (\n    {}\n),",
+        deletes.join("\n"),
+        union.join("\n    UNION ALL ")
+    )
+}
+
+/// `sql` without its comment lines.
+pub(super) fn without_comments(sql: &str) -> String {
+    sql.lines()
+        .filter(|line| !line.starts_with("--"))
+        .collect::<Vec<_>>()
+        .join("\n")
+}
+
+/// `statement` (ack.sql or confirm_started.sql, without its comment) once per lease
+/// segment, as the branches of a plpgsql `IF` on the variable `k`, the segment: the
+/// segment's own table for a known segment, the ring's parent for jobs whose segment is not
+/// known (NULL) or not one of the ring's. Each branch is `lead`, the statement, then `after`.
+pub(super) fn segment_branches(statement: &str, lead: &str, after: &str) -> String {
+    let body = without_comments(statement);
+    let branch = |test: String, leases: String, segment: String| {
+        let statement = body
+            .replace("{leases}", &leases)
+            .replace("{segment}", &segment);
+        format!("{test} THEN\n{lead}{statement};\n{after}")
+    };
+    let mut branches = vec![branch(
+        "IF k IS NULL".into(),
+        "{schema}.leases".into(),
+        "f.seg IS NULL".into(),
+    )];
+    branches.extend((0..LEASE_SEGMENTS).map(|k| {
+        branch(
+            format!("ELSIF k = {k}"),
+            format!("{{schema}}.leases_{k}"),
+            format!("f.seg = {k}"),
+        )
+    }));
+    // A segment outside the ring (a hint from a ring of another size): through the parent.
+    let last = branch("ELSE".into(), "{schema}.leases".into(), "f.seg = k".into());
+    branches.push(last.replacen("ELSE THEN", "ELSE", 1));
+    branches.push("END IF;".into());
+    branches.join("\n")
+}
+
+/// `sqlx` wants to be told that a prepared, schema-filled statement is safe.
+pub(super) fn q(sql: &str) -> AssertSqlSafe<String> {
+    AssertSqlSafe(sql.to_owned())
+}
