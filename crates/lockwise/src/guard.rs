@@ -14,7 +14,8 @@ use tokio_util::sync::{CancellationToken, WaitForCancellationFuture};
 use crate::backend::Backend;
 use crate::error::{Error, Result};
 use crate::gate::Pass;
-use crate::lease::{FencingToken, OwnerToken, boottime_nanos, drift, validate_ttl};
+use crate::lease::{FencingToken, OwnerToken, validate_ttl};
+use crate::lease_clock::{Deadline, LeaseClock};
 use crate::loss_check::{Checked, LossCheck};
 use crate::options::{LockOptions, Renew};
 
@@ -76,30 +77,16 @@ struct Times {
     /// Bumped by every user extend: a renewal sent for an older TTL no longer moves the
     /// deadline, so a shortened TTL is never overridden by a late answer for the longer one.
     generation: u64,
-    /// On the Tokio clock (`CLOCK_MONOTONIC`; paused in tests).
-    deadline: Instant,
-    /// The same deadline on `CLOCK_BOOTTIME`, which keeps counting while the machine sleeps.
-    deadline_boot: Option<u64>,
+    deadline: Deadline,
 }
 
 impl Times {
-    fn starting(sent: Instant, sent_boot: Option<u64>, ttl: Duration, generation: u64) -> Self {
-        let trusted = ttl - drift(ttl);
+    fn starting(sent: LeaseClock, ttl: Duration, generation: u64) -> Self {
         Times {
             ttl,
             generation,
-            deadline: sent + trusted,
-            deadline_boot: sent_boot
-                .map(|b| b.saturating_add(u64::try_from(trusted.as_nanos()).unwrap_or(u64::MAX))),
+            deadline: sent.deadline(ttl),
         }
-    }
-
-    fn passed(&self) -> bool {
-        Instant::now() >= self.deadline
-            || self
-                .deadline_boot
-                .zip(boottime_nanos().ok())
-                .is_some_and(|(deadline, now)| now >= deadline)
     }
 }
 
@@ -127,7 +114,7 @@ impl Lease {
 
     /// Whether the lock must be considered lost now; fires the signal if the deadline passed.
     fn is_lost(&self) -> bool {
-        if !self.lost.is_cancelled() && self.times().passed() {
+        if !self.lost.is_cancelled() && self.times().deadline.passed() {
             self.mark_lost("the local deadline passed without a successful renewal");
         }
         self.lost.is_cancelled()
@@ -137,24 +124,16 @@ impl Lease {
     /// the deadline moves to `sent + ttl − drift`, unless the TTL changed since (a newer
     /// generation) or, for a renewal (`replace` false), an answer to a later renewal already
     /// moved it further.
-    fn extended(
-        &self,
-        sent: (Instant, Option<u64>),
-        ttl: Duration,
-        generation: u64,
-        replace: bool,
-    ) {
+    fn extended(&self, sent: LeaseClock, ttl: Duration, generation: u64, replace: bool) {
         // An answer that comes after the deadline is worthless: the lock is already given up.
         if self.is_lost() {
             return;
         }
-        let next = Times::starting(sent.0, sent.1, ttl, generation);
+        let next = sent.deadline(ttl);
         let moved = self.times.send_if_modified(|times| {
-            let newer =
-                times.generation == generation && (replace || next.deadline > times.deadline);
+            let newer = times.generation == generation && (replace || next.at > times.deadline.at);
             if newer {
-                times.deadline = next.deadline;
-                times.deadline_boot = next.deadline_boot;
+                times.deadline = next;
             }
             newer
         });
@@ -174,17 +153,16 @@ impl Lease {
         if self.is_lost() {
             return Ok(false);
         }
-        let sent = (Instant::now(), boottime_nanos().ok());
+        let sent = LeaseClock::start();
         let (mut generation, mut trusted) = (0, ttl);
         self.times.send_modify(|times| {
             trusted = ttl.min(times.ttl);
             times.generation += 1;
             times.ttl = ttl;
             generation = times.generation;
-            let bound = Times::starting(sent.0, sent.1, trusted, generation);
-            if bound.deadline < times.deadline {
-                times.deadline = bound.deadline;
-                times.deadline_boot = bound.deadline_boot;
+            let bound = sent.deadline(trusted);
+            if bound.at < times.deadline.at {
+                times.deadline = bound;
             }
         });
         let extended = self.backend.extend(&self.key, self.owner, ttl).await?;
@@ -204,7 +182,7 @@ impl Guard {
     pub(crate) fn start(
         on_drop: ReleaseOnDrop,
         fence: FencingToken,
-        sent: (Instant, Option<u64>),
+        sent: LeaseClock,
         opts: &LockOptions,
         loss_check: &LossCheck,
         pass: Option<Pass>,
@@ -217,7 +195,7 @@ impl Guard {
             fence,
             renew,
             call_timeout,
-            times: watch::Sender::new(Times::starting(sent.0, sent.1, ttl, 0)),
+            times: watch::Sender::new(Times::starting(sent, ttl, 0)),
             extending: tokio::sync::Mutex::new(()),
             alarm: Arc::new(Notify::new()),
             lost: CancellationToken::new(),
@@ -267,7 +245,7 @@ impl Guard {
     /// (`sent + ttl − drift`, see [`lease`](crate::lease)); moved forward by each successful
     /// renewal. (It is also tracked on `CLOCK_BOOTTIME`, so a suspend of the machine counts.)
     pub fn deadline(&self) -> Instant {
-        self.lease.times().deadline
+        self.lease.times().deadline.at
     }
 
     /// Whether the lost signal has fired (or the deadline has passed, which fires it).
@@ -411,7 +389,7 @@ impl Drop for Guard {
 
 /// The answer to one renewal, with what it was sent for.
 struct Renewal {
-    sent: (Instant, Option<u64>),
+    sent: LeaseClock,
     ttl: Duration,
     generation: u64,
     /// `None`: no answer while it could still have moved the deadline.
@@ -436,7 +414,7 @@ async fn watchdog(lease: Arc<Lease>) {
         let every = lease.renew.interval(times.ttl);
         // Wake at least every ttl/3 even without renewal: a suspended machine stops the
         // monotonic clock, and only a look at CLOCK_BOOTTIME notices.
-        let mut wake = times.deadline.min(Instant::now() + times.ttl / 3);
+        let mut wake = times.deadline.at.min(Instant::now() + times.ttl / 3);
         if let Some(at) = next_renewal {
             wake = wake.min(at);
         }
@@ -479,7 +457,7 @@ async fn watchdog(lease: Arc<Lease>) {
                 } else {
                     // No renewals (renew off): ask, without extending, before the deadline.
                     let asked = timeout_at(
-                        lease.times().deadline,
+                        lease.times().deadline.at,
                         lease.backend.holds(&lease.key, lease.owner),
                     );
                     if let Ok(Ok(false)) = asked.await {
@@ -500,21 +478,20 @@ async fn watchdog(lease: Arc<Lease>) {
             continue;
         }
         let times = lease.times();
-        let sent = (Instant::now(), boottime_nanos().ok());
-        next_renewal = Some(sent.0 + every);
+        let sent = LeaseClock::start();
+        next_renewal = Some(sent.sent() + every);
         let renewing = lease.clone();
-        // In flight until its answer could no longer move the deadline (`sent + ttl − drift`),
-        // even if an earlier renewal's answer moves the deadline meanwhile.
-        let useless_at = Times::starting(sent.0, sent.1, times.ttl, times.generation).deadline;
+        // In flight until its answer could no longer move the deadline, even if an earlier
+        // renewal's answer moves the deadline meanwhile.
         in_flight.push(async move {
-            let answer = timeout_at(
-                useless_at,
-                renewing
-                    .backend
-                    .extend(&renewing.key, renewing.owner, times.ttl),
-            )
-            .await
-            .ok();
+            let answer = sent
+                .in_flight(
+                    times.ttl,
+                    renewing
+                        .backend
+                        .extend(&renewing.key, renewing.owner, times.ttl),
+                )
+                .await;
             Renewal {
                 sent,
                 ttl: times.ttl,

@@ -71,6 +71,7 @@ mod gate;
 mod guard;
 pub mod history;
 pub mod lease;
+mod lease_clock;
 mod locker;
 mod loss_check;
 mod options;

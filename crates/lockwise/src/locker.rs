@@ -12,7 +12,8 @@ use crate::backend::{Attempt, Backend};
 use crate::error::{Error, Result};
 use crate::gate::{Gates, Pass};
 use crate::guard::{Guard, ReleaseOnDrop};
-use crate::lease::{OwnerToken, drift, validate_key, validate_ttl};
+use crate::lease::{OwnerToken, validate_key, validate_ttl};
+use crate::lease_clock::LeaseClock;
 use crate::loss_check::LossCheck;
 use crate::options::LockOptions;
 
@@ -270,11 +271,10 @@ impl Locker {
             handle,
             armed: true,
         };
-        let sent = Instant::now();
-        let sent_boot = crate::lease::boottime_nanos().ok();
+        let sent = LeaseClock::start();
         let mut limit = opts.call_timeout;
         if let Some(at) = give_up {
-            limit = limit.min(at.saturating_duration_since(sent).max(MIN_ATTEMPT));
+            limit = limit.min(at.saturating_duration_since(sent.sent()).max(MIN_ATTEMPT));
         }
         // On a timeout `pending` stays armed: a grant that arrives later is released.
         let answer = tokio::time::timeout(limit, self.backend.try_acquire(key, owner, opts.ttl))
@@ -282,7 +282,7 @@ impl Locker {
             .map_err(|_| Error::no_answer("an acquire attempt", limit))??;
         match answer {
             Attempt::Granted(fence) => {
-                if Instant::now() >= sent + opts.ttl - drift(opts.ttl) {
+                if sent.deadline(opts.ttl).passed() {
                     // The answer came back after the lease may already have run out: never act
                     // on it. `pending` releases it.
                     tracing::warn!(key, %fence, "grant arrived after its local deadline; discarded");
@@ -300,7 +300,7 @@ impl Locker {
                 Ok(Ok(Guard::start(
                     on_drop,
                     fence,
-                    (sent, sent_boot),
+                    sent,
                     opts,
                     &self.loss_check,
                     pass.take(),

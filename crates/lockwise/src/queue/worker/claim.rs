@@ -8,7 +8,7 @@ use tokio::time::{Instant, sleep, timeout_at};
 use tokio_util::task::AbortOnDropHandle;
 
 use super::Worker;
-use super::heartbeat::trusted;
+use crate::lease_clock::LeaseClock;
 use crate::queue::{Claimed, JobId, Queue};
 
 impl Worker {
@@ -88,19 +88,20 @@ impl ClaimRequest {
 
     async fn send(self) -> ClaimDone {
         // The jobs' deadline counts from this instant, before the request leaves.
-        let sent = Instant::now();
-        let deadline = trusted(sent, self.lease);
+        let sent = LeaseClock::start();
+        let deadline = sent.deadline(self.lease).at;
         let names: Vec<&str> = self.names.iter().map(String::as_str).collect();
         // Bounded: past the deadline the answer is useless (the jobs must not start), and a
         // lost answer must not hang the worker.
-        let claimed = timeout_at(
-            deadline,
-            self.queue
-                .claim_from(&names, &self.worker, self.limit, self.lease, &self.acks),
-        )
-        .await;
+        let claimed = sent
+            .in_flight(
+                self.lease,
+                self.queue
+                    .claim_from(&names, &self.worker, self.limit, self.lease, &self.acks),
+            )
+            .await;
         let answer = match claimed {
-            Ok(Ok(jobs)) => {
+            Some(Ok(jobs)) => {
                 let claimed = jobs.len();
                 let jobs = confirm_start(&self.queue, jobs, deadline).await;
                 ClaimAnswer::Claimed {
@@ -108,15 +109,15 @@ impl ClaimRequest {
                     jobs,
                 }
             }
-            Ok(Err(error)) => ClaimAnswer::Failed(error, self.acks),
-            Err(_) => ClaimAnswer::NoAnswer(self.acks),
+            Some(Err(error)) => ClaimAnswer::Failed(error, self.acks),
+            None => ClaimAnswer::NoAnswer(self.acks),
         };
         ClaimDone {
             answer,
             asked: self.limit,
             deadline,
             idle: self.idle,
-            took: sent.elapsed(),
+            took: sent.sent().elapsed(),
         }
     }
 }

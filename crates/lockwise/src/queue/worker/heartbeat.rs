@@ -8,26 +8,19 @@ use std::time::Duration;
 
 use futures_util::StreamExt;
 use futures_util::stream::FuturesUnordered;
-use tokio::time::{Instant, sleep_until, timeout, timeout_at};
+use tokio::time::{Instant, sleep_until, timeout};
 use tokio_util::sync::CancellationToken;
 
 use super::log_job;
 use super::running::{Running, RunningJob};
 use super::streak::Streak;
 use crate::error::Result;
-use crate::lease::drift;
+use crate::lease_clock::LeaseClock;
 use crate::queue::{JobId, Queue};
-
-/// How long this process may trust a lease of `lease` counted from the moment its request
-/// left: the database counts from when *it* ran the statement, which is later, and clocks
-/// drift a little (the same margin as a lock's, [`crate::lease`]).
-pub(super) fn trusted(sent: Instant, lease: Duration) -> Instant {
-    sent + lease.saturating_sub(drift(lease))
-}
 
 /// The answer to one heartbeat, with what it was sent for.
 struct Beat {
-    sent: Instant,
+    sent: LeaseClock,
     jobs: Vec<(JobId, i32)>,
     /// `None`: no answer while it could still have moved a deadline.
     answer: Option<Result<Vec<JobId>>>,
@@ -71,11 +64,9 @@ pub(super) async fn heartbeat(
                     continue;
                 }
                 let queue = queue.clone();
-                let sent = Instant::now();
+                let sent = LeaseClock::start();
                 in_flight.push(async move {
-                    let answer = timeout_at(trusted(sent, lease), queue.heartbeat(&jobs, lease))
-                        .await
-                        .ok();
+                    let answer = sent.in_flight(lease, queue.heartbeat(&jobs, lease)).await;
                     Beat { sent, jobs, answer }
                 });
             }
@@ -85,7 +76,7 @@ pub(super) async fn heartbeat(
                 match beat.answer {
                     Some(Ok(owned)) => {
                         beats.succeeded();
-                        let gone = extended(&running, &beat.jobs, &owned, trusted(beat.sent, lease));
+                        let gone = extended(&running, &beat.jobs, &owned, beat.sent.deadline(lease).at);
                         if !gone.is_empty() {
                             // Looked up beside the heartbeats, never holding them up.
                             classifying.push(why_gone(queue.clone(), gone, every, taken.clone()));
