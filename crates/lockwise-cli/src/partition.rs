@@ -235,12 +235,9 @@ fn spawn(
     feed.attach(&mut supervised);
     // A dead member's lock is free at once on these backends (a file lock's flock, a session
     // lock's connection), and another member may take its keys: no grace after its death.
-    if matches!(
-        lockwise::url::BackendUrl::parse(&args.url),
-        Ok(lockwise::url::BackendUrl::File(_)
-            | lockwise::url::BackendUrl::Postgres(_)
-            | lockwise::url::BackendUrl::Mysql(_))
-    ) {
+    if lockwise::url::BackendUrl::parse(&args.url)
+        .is_ok_and(|url| url.held_by_session() || matches!(url, lockwise::url::BackendUrl::File(_)))
+    {
         supervised.arg("--lock-dies-with-parent");
     }
     supervised

@@ -7,6 +7,7 @@ use std::io;
 use std::process::ExitStatus;
 use std::time::Duration;
 
+use lockwise::backend::AnyBackend;
 use lockwise::backend::file::FileBackend;
 use lockwise::lease::{validate_key, validate_ttl};
 use lockwise::url::BackendUrl;
@@ -183,10 +184,11 @@ async fn run_checked(args: RunArgs) -> Result<u8, Failure> {
         None => None,
     };
     // A database session's lock goes with lockwise's connection: no grace after its death.
-    let session_lock = matches!(
-        args.url.as_deref().map(BackendUrl::parse),
-        Some(Ok(BackendUrl::Postgres(_) | BackendUrl::Mysql(_)))
-    );
+    let session_lock = args
+        .url
+        .as_deref()
+        .and_then(|url| BackendUrl::parse(url).ok())
+        .is_some_and(|url| url.held_by_session());
     let child = match spawn(
         &args.command,
         &key,
@@ -294,17 +296,14 @@ async fn locker(url: Option<&str>) -> Result<(Locker, Option<FileBackend>), Fail
         None => BackendUrl::File(FileBackend::default_dir()?),
         Some(url) => BackendUrl::parse(url)?,
     };
-    Ok(match parsed {
-        BackendUrl::Memory => {
+    Ok(match AnyBackend::open(parsed).await? {
+        AnyBackend::Memory(_) => {
             return Err(Failure::usage(
                 "memory: cannot exclude two processes; use file:///dir, redis://, postgres:// or mysql://",
             ));
         }
-        BackendUrl::File(dir) => {
-            let backend = FileBackend::open(dir)?;
-            (Locker::new(backend.clone()), Some(backend))
-        }
-        _ => (Locker::connect(url.unwrap_or_default()).await?, None),
+        AnyBackend::File(backend) => (Locker::new(backend.clone()), Some(backend)),
+        other => (other.into_locker(), None),
     })
 }
 

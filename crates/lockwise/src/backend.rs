@@ -13,6 +13,9 @@ use tokio::sync::watch;
 use crate::error::Result;
 use crate::lease::{FencingToken, OwnerToken};
 
+pub use any::AnyBackend;
+
+mod any;
 pub mod file;
 pub mod memory;
 #[cfg(feature = "mysql")]

@@ -6,9 +6,7 @@ use std::time::Duration;
 use tokio::runtime::Handle;
 use tokio::time::{Instant, sleep_until};
 
-use crate::backend::file::FileBackend;
-use crate::backend::memory::MemoryBackend;
-use crate::backend::{Attempt, Backend};
+use crate::backend::{AnyBackend, Attempt, Backend};
 use crate::error::{Error, Result};
 use crate::gate::{Gates, Pass};
 use crate::guard::{Guard, ReleaseOnDrop};
@@ -19,7 +17,6 @@ use crate::options::LockOptions;
 
 /// Even at its `wait` deadline, an acquire makes one attempt of at least this long.
 const MIN_ATTEMPT: std::time::Duration = std::time::Duration::from_millis(50);
-use crate::url::BackendUrl;
 
 /// Takes locks on one backend. Cheap to clone; clones share the backend's connection.
 ///
@@ -101,28 +98,7 @@ impl Locker {
     /// `rediss://…`, `postgres://…` (session-scoped advisory locks), `mysql://…` /
     /// `mariadb://…` (`GET_LOCK`), or `memory:` (one process only).
     pub async fn connect(url: &str) -> Result<Self> {
-        Ok(match BackendUrl::parse(url)? {
-            BackendUrl::Memory => Locker::new(MemoryBackend::new()),
-            BackendUrl::File(dir) => Locker::new(FileBackend::open(dir)?),
-            #[cfg(feature = "redis")]
-            BackendUrl::Redis(url) => {
-                Locker::new(crate::backend::redis::RedisBackend::connect(&url).await?)
-            }
-            #[cfg(feature = "postgres")]
-            BackendUrl::Postgres(url) => {
-                Locker::new(crate::backend::postgres::PostgresBackend::connect(&url).await?)
-            }
-            #[cfg(feature = "mysql")]
-            BackendUrl::Mysql(url) => {
-                Locker::new(crate::backend::mysql::MysqlBackend::connect(&url).await?)
-            }
-            #[allow(unreachable_patterns)]
-            other => {
-                return Err(Error::config(format!(
-                    "this build of lockwise lacks the cargo feature for {other:?}"
-                )));
-            }
-        })
+        Ok(AnyBackend::connect(url).await?.into_locker())
     }
 
     /// The backend, for calls the lock API does not cover.

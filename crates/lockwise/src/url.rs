@@ -33,6 +33,19 @@ impl std::fmt::Debug for BackendUrl {
 }
 
 impl BackendUrl {
+    /// Whether this backend's locks are held by a server session (PostgreSQL advisory locks,
+    /// `GET_LOCK`): the server frees them as soon as the holding connection closes, so a
+    /// holder's death frees its lock at once instead of at the end of its TTL.
+    ///
+    /// ```
+    /// use lockwise::url::BackendUrl;
+    /// assert!(BackendUrl::parse("postgres://127.0.0.1/app").unwrap().held_by_session());
+    /// assert!(!BackendUrl::parse("redis://127.0.0.1").unwrap().held_by_session());
+    /// ```
+    pub fn held_by_session(&self) -> bool {
+        matches!(self, BackendUrl::Postgres(_) | BackendUrl::Mysql(_))
+    }
+
     /// Parses and checks a URL; errors never contain the password.
     ///
     /// ```

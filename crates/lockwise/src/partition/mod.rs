@@ -83,11 +83,9 @@ use std::time::Duration;
 pub use hash::{key_hash, rendezvous_owner, static_owner, weight};
 pub use member::{Assignment, KeyHold, Member, MemberOptions};
 
-use crate::backend::file::FileBackend;
-use crate::backend::memory::MemoryBackend;
+use crate::backend::AnyBackend;
 use crate::error::{Error, Result};
 use crate::locker::Locker;
-use crate::url::BackendUrl;
 use roster::{MemoryRosters, RosterStore};
 
 /// A partition group on one lock server: join it to become a [`Member`]. Cheap to clone.
@@ -115,43 +113,18 @@ impl Group {
     /// been created (it is created once and kept).
     pub async fn connect(url: &str, name: &str) -> Result<Group> {
         validate_name("group name", name, 200)?;
-        let (locker, store): (Locker, Arc<dyn RosterStore>) = match BackendUrl::parse(url)? {
-            BackendUrl::Memory => (
-                Locker::new(MemoryBackend::new()),
-                Arc::new(MemoryRosters::default()),
-            ),
-            BackendUrl::File(dir) => {
-                let backend = FileBackend::open(dir)?;
-                (
-                    Locker::new(backend.clone()),
-                    Arc::new(file::FileRosters(backend)),
-                )
-            }
+        let backend = AnyBackend::connect(url).await?;
+        let store: Arc<dyn RosterStore> = match &backend {
+            AnyBackend::Memory(_) => Arc::new(MemoryRosters::default()),
+            AnyBackend::File(b) => Arc::new(file::FileRosters(b.clone())),
             #[cfg(feature = "redis")]
-            BackendUrl::Redis(url) => {
-                let backend = crate::backend::redis::RedisBackend::connect(&url).await?;
-                (
-                    Locker::new(backend.clone()),
-                    Arc::new(redis::RedisRosters(backend)),
-                )
-            }
+            AnyBackend::Redis(b) => Arc::new(redis::RedisRosters(b.clone())),
             #[cfg(feature = "postgres")]
-            BackendUrl::Postgres(url) => (
-                Locker::new(crate::backend::postgres::PostgresBackend::connect(&url).await?),
-                Arc::new(postgres::PgRosters::connect(&url).await?),
-            ),
+            AnyBackend::Postgres(_, url) => Arc::new(postgres::PgRosters::connect(url).await?),
             #[cfg(feature = "mysql")]
-            BackendUrl::Mysql(url) => (
-                Locker::new(crate::backend::mysql::MysqlBackend::connect(&url).await?),
-                Arc::new(mysql::MysqlRosters::connect(&url).await?),
-            ),
-            #[allow(unreachable_patterns)]
-            other => {
-                return Err(Error::config(format!(
-                    "this build of lockwise lacks the cargo feature for {other:?}"
-                )));
-            }
+            AnyBackend::Mysql(_, url) => Arc::new(mysql::MysqlRosters::connect(url).await?),
         };
+        let locker = backend.into_locker();
         Ok(Group {
             name: Arc::from(name),
             locker,
