@@ -2,7 +2,6 @@
 
 mod bench;
 mod child;
-mod deadline;
 mod duration;
 mod exit;
 mod lab;

@@ -6,13 +6,12 @@ use std::io;
 use std::time::Duration;
 
 use lockwise::partition::{Group, KeyHold, Member, MemberOptions};
-use nix::sys::signal::{Signal, killpg};
-use nix::unistd::Pid;
-use tokio::process::{Child, Command};
-use tokio::signal::unix::{SignalKind, signal};
+use lockwise::url::BackendUrl;
+use nix::sys::signal::Signal;
+use tokio::process::Child;
 use tokio::time::{Instant, sleep};
 
-use crate::deadline::{DECIDE_AHEAD, DeadlineFeed};
+use crate::child::{DECIDE_AHEAD, DeadlineFeed, ProcessGroup, Signals, Supervision, exit_code};
 use crate::exit::Failure;
 use crate::{duration, exit};
 
@@ -95,10 +94,11 @@ enum Stop {
 }
 
 async fn partition(args: PartitionArgs) -> Result<u8, Failure> {
-    let mut signals = Signals::install().map_err(|e| Failure {
-        code: exit::BACKEND,
-        message: format!("cannot install signal handlers: {e}"),
-    })?;
+    let mut signals = Signals::install(&[Signal::SIGINT, Signal::SIGTERM, Signal::SIGHUP])
+        .map_err(|e| Failure {
+            code: exit::BACKEND,
+            message: format!("cannot install signal handlers: {e}"),
+        })?;
     if args.url.trim() == "memory:" {
         return Err(Failure::usage(
             "memory: cannot share a group between processes; use redis:// or postgres://",
@@ -228,30 +228,22 @@ fn spawn(
     lease_grace: Duration,
 ) -> io::Result<(Child, DeadlineFeed)> {
     let mut feed = DeadlineFeed::new(member.deadline())?;
-    let mut supervised = Command::new(std::env::current_exe()?);
-    supervised
-        .args(["supervise", "--forwarded", "--kill-after"])
-        .arg(format!("{}ms", lease_grace.as_millis()));
-    feed.attach(&mut supervised);
-    // A dead member's lock is free at once on these backends (a file lock's flock, a session
-    // lock's connection), and another member may take its keys: no grace after its death.
-    if lockwise::url::BackendUrl::parse(&args.url)
-        .is_ok_and(|url| url.held_by_session() || matches!(url, lockwise::url::BackendUrl::File(_)))
-    {
-        supervised.arg("--lock-dies-with-parent");
-    }
-    supervised
-        .arg("--")
-        .args(&args.command)
+    let supervision = Supervision {
+        kill_after: lease_grace,
+        // A dead member's lock is free at once on these backends (a file lock's flock, a
+        // session lock's connection), and another member may take its keys: no grace after
+        // its death.
+        lock_dies_with_parent: BackendUrl::parse(&args.url)
+            .is_ok_and(|url| url.held_by_session() || matches!(url, BackendUrl::File(_))),
+        ..Supervision::default()
+    };
+    let child = supervision
+        .command(&feed, &args.command)?
         .env("LOCKWISE_GROUP", &args.group)
         .env("LOCKWISE_MEMBER", member.id())
         .env("LOCKWISE_GENERATION", generation.to_string())
         .env("LOCKWISE_KEYS", keys)
-        // The URL may carry a password; the command has no use for it.
-        .env_remove("LOCKWISE_URL")
-        .process_group(0);
-    crate::child::stop_with_parent(&mut supervised, Signal::SIGTERM);
-    let child = supervised.spawn()?;
+        .spawn()?;
     feed.started();
     Ok((child, feed))
 }
@@ -273,7 +265,7 @@ struct Grace {
 /// lost membership.
 ///
 /// The supervisor holds the membership's deadline, fed here after each renewal (see
-/// [`crate::deadline`]): when renewals stall, or lockwise is frozen, it sends the group SIGTERM
+/// [`crate::child`]): when renewals stall, or lockwise is frozen, it sends the group SIGTERM
 /// `grace.lease` before the deadline and SIGKILL at it on its own. On a lost membership it is
 /// sent `now`, so it kills the group at once even if lockwise's own SIGKILL does not reach it.
 #[allow(clippy::too_many_arguments)]
@@ -287,15 +279,8 @@ async fn supervise(
     grace: Grace,
     feed: &mut DeadlineFeed,
 ) -> Stop {
-    let group = child
-        .id()
-        .and_then(|id| i32::try_from(id).ok())
-        .map(Pid::from_raw);
-    let signal_group = |sig: Signal| {
-        if let Some(group) = group {
-            let _ = killpg(group, sig);
-        }
-    };
+    let group = ProcessGroup::led_by(&child);
+    let signal_group = |sig: Signal| group.signal(sig);
     let any_lost = futures_lost(holds);
     tokio::pin!(any_lost);
     let mut stop: Option<Stop> = None;
@@ -306,7 +291,7 @@ async fn supervise(
     let mut feeding = tokio::time::interval(grace.feed_every);
     feeding.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
     loop {
-        if exited.is_some() && !group.is_some_and(|g| crate::child::group_alive(g, None)) {
+        if exited.is_some() && !group.alive() {
             break;
         }
         let decide_at = feed
@@ -332,7 +317,7 @@ async fn supervise(
                 }
             }
             () = tokio::time::sleep_until(decide_at), if !ending => {
-                if feed_renewal(feed, member, grace.lease) {
+                if feed.renewed(member, grace.lease) {
                     continue;
                 }
                 // The deadline is near and no renewal moved it: the supervisor sends SIGTERM
@@ -356,7 +341,7 @@ async fn supervise(
                 stop.get_or_insert(Stop::Lost);
             }
             _ = feeding.tick(), if !ending => {
-                feed_renewal(feed, member, grace.lease);
+                feed.renewed(member, grace.lease);
             }
             sig = signals.recv() => {
                 if stop.is_some() {
@@ -370,7 +355,7 @@ async fn supervise(
                 kill_at = None;
             }
             status = child.wait(), if exited.is_none() => {
-                exited = Some(status.map(crate::run::exit_code).unwrap_or(exit::BACKEND));
+                exited = Some(status.map(exit_code).unwrap_or(exit::BACKEND));
                 // Gone after the deadline it was fed, while lockwise had not run (frozen): the
                 // supervisor stopped it for the lease, whichever wakes first after SIGCONT.
                 let now = Instant::now();
@@ -407,22 +392,6 @@ async fn supervise(
     stop.unwrap_or(Stop::Exited(exited.unwrap_or(exit::BACKEND)))
 }
 
-/// Feeds the supervisor the membership's deadline if a renewal moved it, unless the
-/// supervisor may already be deciding on the previous one (its SIGTERM is due `grace` before
-/// it). A lost membership is never fed. Whether a new deadline was fed.
-fn feed_renewal(feed: &mut DeadlineFeed, member: &Member, grace: Duration) -> bool {
-    if member.is_lost() {
-        return false;
-    }
-    match feed.renew(member.deadline(), grace) {
-        Ok(sent) => sent,
-        Err(e) => {
-            tracing::warn!(group = member.group(), member = member.id(), error = %e, "cannot feed the membership's deadline");
-            false
-        }
-    }
-}
-
 /// Says that the membership lease ran out while lockwise could not renew it: it was not
 /// running, and the supervisor stopped the command by the deadline.
 fn say_ran_out(member: &Member, ago: Duration) {
@@ -453,29 +422,4 @@ async fn futures_util_select(holds: &[KeyHold]) {
         std::task::Poll::Pending
     })
     .await;
-}
-
-/// The signals forwarded to the command.
-struct Signals {
-    int: tokio::signal::unix::Signal,
-    term: tokio::signal::unix::Signal,
-    hup: tokio::signal::unix::Signal,
-}
-
-impl Signals {
-    fn install() -> io::Result<Self> {
-        Ok(Signals {
-            int: signal(SignalKind::interrupt())?,
-            term: signal(SignalKind::terminate())?,
-            hup: signal(SignalKind::hangup())?,
-        })
-    }
-
-    async fn recv(&mut self) -> Signal {
-        tokio::select! {
-            _ = self.int.recv() => Signal::SIGINT,
-            _ = self.term.recv() => Signal::SIGTERM,
-            _ = self.hup.recv() => Signal::SIGHUP,
-        }
-    }
 }

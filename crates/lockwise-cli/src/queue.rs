@@ -15,7 +15,7 @@ use tokio::process::Command;
 use tokio::signal::unix::{SignalKind, signal};
 use tokio_util::sync::CancellationToken;
 
-use crate::deadline::{DECIDE_AHEAD, DeadlineFeed};
+use crate::child::{DECIDE_AHEAD, DeadlineFeed};
 use crate::exit::Failure;
 use crate::{duration, exit};
 
@@ -753,7 +753,7 @@ struct Handler {
 /// Runs the handler command for one job, through `lockwise supervise` so that its whole
 /// process tree dies with this worker, and by the job's deadline even while this worker is
 /// frozen: the supervisor holds that deadline, fed after each heartbeat (see
-/// [`crate::deadline`]). It asks the handler to stop (SIGTERM) only when this worker did not
+/// [`crate::child`]). It asks the handler to stop (SIGTERM) only when this worker did not
 /// first, a little after the worker would have ([`DECIDE_AHEAD`]).
 async fn handle(handler: &Handler, job: JobContext) -> Result<(), String> {
     const TAIL: usize = 4096;

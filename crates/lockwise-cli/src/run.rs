@@ -12,13 +12,13 @@ use lockwise::backend::file::FileBackend;
 use lockwise::lease::{validate_key, validate_ttl};
 use lockwise::url::BackendUrl;
 use lockwise::{Error, Guard, LockOptions, Locker};
-use nix::sys::signal::{Signal, killpg};
-use nix::unistd::Pid;
-use tokio::process::{Child, Command};
-use tokio::signal::unix::{SignalKind, signal};
+use nix::sys::signal::Signal;
+use tokio::process::Child;
 use tokio::time::{Instant, sleep, sleep_until};
 
-use crate::deadline::{DECIDE_AHEAD, DeadlineFeed};
+use crate::child::{
+    DECIDE_AHEAD, DeadlineFeed, ProcessGroup, Signals, Supervision, Terminal, exit_code,
+};
 use crate::exit::Failure;
 use crate::{duration, exit};
 
@@ -128,7 +128,13 @@ async fn run_checked(args: RunArgs) -> Result<u8, Failure> {
     validate_ttl(args.ttl)?;
     // From here on SIGINT, SIGTERM, SIGHUP and SIGQUIT never kill lockwise behind the
     // command's back: they are forwarded to it (or end the wait for the lock).
-    let mut signals = Signals::install().map_err(|e| Failure {
+    let mut signals = Signals::install(&[
+        Signal::SIGINT,
+        Signal::SIGTERM,
+        Signal::SIGHUP,
+        Signal::SIGQUIT,
+    ])
+    .map_err(|e| Failure {
         code: exit::BACKEND,
         message: format!("cannot install signal handlers: {e}"),
     })?;
@@ -189,17 +195,13 @@ async fn run_checked(args: RunArgs) -> Result<u8, Failure> {
         .as_deref()
         .and_then(|url| BackendUrl::parse(url).ok())
         .is_some_and(|url| url.held_by_session());
-    let child = match spawn(
-        &args.command,
-        &key,
-        &guard,
-        grace,
-        Holding {
-            kernel_lock,
-            session_lock,
-        },
-        terminal.as_ref(),
-    ) {
+    let supervision = Supervision {
+        kill_after: grace,
+        terminal: terminal.is_some(),
+        lock_dies_with_parent: session_lock,
+        held: kernel_lock,
+    };
+    let child = match spawn(&args.command, &guard, supervision, terminal.as_ref()) {
         Ok(started) => started,
         Err(e) => {
             if let Some(terminal) = &terminal {
@@ -307,128 +309,26 @@ async fn locker(url: Option<&str>) -> Result<(Locker, Option<FileBackend>), Fail
     })
 }
 
-/// The terminal on stdin, when lockwise runs in its foreground: an interactive command must
-/// get it.
-///
-/// The command keeps its process group of its own (under `lockwise supervise`), so that a lost
-/// lock, a second signal or the death of lockwise still reach the whole tree with one
-/// `killpg`, and lockwise never signals itself. Running the command in lockwise's own group
-/// instead would give up that: a SIGKILL of the group on loss would kill lockwise too, and
-/// whatever the command left behind would be mixed with lockwise in one group. So, as a shell
-/// does for a foreground job, that group is made the terminal's foreground group
-/// (`tcsetpgrp`) before the command is executed: it may read the terminal (no SIGTTIN that
-/// would stop it), and Ctrl-C and Ctrl-\ reach it directly, as under flock(1). The supervisor
-/// in that group drops them (they are for the command), but sends the group SIGKILL at the
-/// second SIGINT or SIGTERM, as lockwise does with the signals it gets itself. Once the group
-/// is gone, lockwise takes the foreground back for its own group (SIGTTOU blocked meanwhile,
-/// as lockwise is then a background process of the terminal). Without a terminal, or when lockwise itself runs in the
-/// background, nothing changes. Not handled: Ctrl-Z stops the command but not lockwise.
-struct Terminal {
-    /// lockwise's own process group, which had the foreground.
-    own: Pid,
-}
-
-impl Terminal {
-    /// The terminal, if stdin is one, it is lockwise's controlling terminal, and lockwise's
-    /// group has its foreground.
-    fn foreground() -> Option<Terminal> {
-        use std::io::IsTerminal;
-        let stdin = io::stdin();
-        if !stdin.is_terminal() {
-            return None;
-        }
-        let own = nix::unistd::getpgrp();
-        (nix::unistd::tcgetpgrp(&stdin).ok()? == own).then_some(Terminal { own })
-    }
-
-    /// Gives the terminal's foreground back to lockwise's group.
-    fn take_back(&self) {
-        let own = self.own;
-        let _ = without_sigttou(|| nix::unistd::tcsetpgrp(io::stdin(), own));
-    }
-
-    /// In the forked child, before exec: makes its new process group the foreground group.
-    #[allow(unsafe_code)]
-    fn give_to_child(&self, command: &mut Command) {
-        // SAFETY: the closure runs in the forked child before exec (after `process_group(0)`
-        // made it a group leader) and only makes the async-signal-safe calls pthread_sigmask,
-        // getpid and tcsetpgrp (an ioctl) on fd 0, which is open for the whole closure.
-        unsafe {
-            command.pre_exec(|| {
-                let stdin = std::os::fd::BorrowedFd::borrow_raw(0);
-                let me = nix::unistd::getpid();
-                // A failure leaves the command in the background, as before: not fatal.
-                let _ = without_sigttou(|| nix::unistd::tcsetpgrp(stdin, me));
-                Ok(())
-            });
-        }
-    }
-}
-
-/// Runs `f` with SIGTTOU blocked in this thread: a process outside the terminal's foreground
-/// group may then change it instead of being stopped.
-fn without_sigttou<T>(f: impl FnOnce() -> T) -> T {
-    use nix::sys::signal::{SigSet, SigmaskHow, pthread_sigmask};
-    let mut ttou = SigSet::empty();
-    ttou.add(Signal::SIGTTOU);
-    let mut before = SigSet::empty();
-    let _ = pthread_sigmask(SigmaskHow::SIG_BLOCK, Some(&ttou), Some(&mut before));
-    let result = f();
-    if !before.contains(Signal::SIGTTOU) {
-        let _ = pthread_sigmask(SigmaskHow::SIG_UNBLOCK, Some(&ttou), None);
-    }
-    result
-}
-
-/// What of the lock the supervisor must know about beyond lockwise's death.
-struct Holding {
-    /// The file backend's kernel lock, which the supervisor keeps until the group is gone.
-    kernel_lock: Option<std::os::fd::OwnedFd>,
-    /// A database session's lock, which dies with lockwise: no grace after lockwise's death.
-    session_lock: bool,
-}
-
 /// Starts the command under `lockwise supervise --forwarded`, in a process group of its own,
 /// so that signals reach the whole tree and the tree dies with lockwise; on a terminal, that
 /// group gets its foreground (see [`Terminal`]). The supervisor holds the lease's deadline,
 /// fed through the returned feed (its first value is there before the supervisor starts).
 ///
-/// On the file backend the supervisor also keeps a copy of the lease's kernel lock: a lease
-/// whose holder died is free at once, and the command may work on for the grace after a
-/// SIGKILL of lockwise, so the lock must outlive lockwise until the group is gone.
+/// On the file backend the supervisor also keeps a copy of the lease's kernel lock
+/// (`supervision.held`): a lease whose holder died is free at once, and the command may work
+/// on for the grace after a SIGKILL of lockwise, so the lock must outlive lockwise until the
+/// group is gone.
 fn spawn(
     command: &[OsString],
-    key: &str,
     guard: &Guard,
-    grace: Duration,
-    holding: Holding,
+    supervision: Supervision,
     terminal: Option<&Terminal>,
 ) -> io::Result<(Child, DeadlineFeed)> {
     let mut feed = DeadlineFeed::new(guard.deadline())?;
-    let mut supervised = Command::new(std::env::current_exe()?);
+    let mut supervised = supervision.command(&feed, command)?;
     supervised
-        .args(["supervise", "--forwarded", "--kill-after"])
-        .arg(format!("{}ms", grace.as_millis()));
-    if terminal.is_some() {
-        supervised.arg("--terminal");
-    }
-    feed.attach(&mut supervised);
-    if holding.session_lock {
-        supervised.arg("--lock-dies-with-parent");
-    }
-    if let Some(fd) = holding.kernel_lock {
-        let number = crate::child::inherit(&mut supervised, fd);
-        supervised.arg(format!("--held-fd={number}"));
-    }
-    supervised
-        .arg("--")
-        .args(command)
         .env("LOCKWISE_FENCING_TOKEN", guard.token().to_string())
-        .env("LOCKWISE_LOCK_KEY", key)
-        // The URL may carry a password; the command has no use for it.
-        .env_remove("LOCKWISE_URL")
-        .process_group(0);
-    crate::child::stop_with_parent(&mut supervised, Signal::SIGTERM);
+        .env("LOCKWISE_LOCK_KEY", guard.key());
     if let Some(terminal) = terminal {
         terminal.give_to_child(&mut supervised);
     }
@@ -443,34 +343,6 @@ enum Outcome {
     /// Stopped because renewals did not confirm the lease before its deadline drew near.
     Stalled,
     WaitFailed(io::Error),
-}
-
-/// The signals lockwise forwards to the command's process group.
-struct Signals {
-    int: tokio::signal::unix::Signal,
-    term: tokio::signal::unix::Signal,
-    hup: tokio::signal::unix::Signal,
-    quit: tokio::signal::unix::Signal,
-}
-
-impl Signals {
-    fn install() -> io::Result<Self> {
-        Ok(Signals {
-            int: signal(SignalKind::interrupt())?,
-            term: signal(SignalKind::terminate())?,
-            hup: signal(SignalKind::hangup())?,
-            quit: signal(SignalKind::quit())?,
-        })
-    }
-
-    async fn recv(&mut self) -> Signal {
-        tokio::select! {
-            _ = self.int.recv() => Signal::SIGINT,
-            _ = self.term.recv() => Signal::SIGTERM,
-            _ = self.hup.recv() => Signal::SIGHUP,
-            _ = self.quit.recv() => Signal::SIGQUIT,
-        }
-    }
 }
 
 /// Waits until the command and every other process of its group have exited, forwarding
@@ -492,15 +364,8 @@ async fn supervise(
     renewing: bool,
     signals: &mut Signals,
 ) -> Outcome {
-    let group = child
-        .id()
-        .and_then(|id| i32::try_from(id).ok())
-        .map(Pid::from_raw);
-    let signal_group = |sig: Signal| {
-        if let Some(group) = group {
-            let _ = killpg(group, sig);
-        }
-    };
+    let group = ProcessGroup::led_by(&child);
+    let signal_group = |sig: Signal| group.signal(sig);
     let mut status: Option<io::Result<ExitStatus>> = None;
     let mut stopped = false;
     let mut stalled = false;
@@ -511,7 +376,7 @@ async fn supervise(
     let mut feeding = tokio::time::interval(feed_every);
     feeding.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
     loop {
-        if status.is_some() && !group.is_some_and(|g| crate::child::group_alive(g, None)) {
+        if status.is_some() && !group.alive() {
             break;
         }
         let decide_at = feed
@@ -541,7 +406,7 @@ async fn supervise(
                 }
             }
             _ = sleep_until(decide_at), if !stopped => {
-                if feed_renewal(feed, guard, grace) {
+                if feed.renewed(guard, grace) {
                     continue;
                 }
                 stopped = true;
@@ -573,7 +438,7 @@ async fn supervise(
                 signal_group(Signal::SIGKILL);
             }
             _ = feeding.tick(), if !stopped => {
-                feed_renewal(feed, guard, grace);
+                feed.renewed(guard, grace);
             }
             sig = signals.recv() => {
                 if matches!(sig, Signal::SIGINT | Signal::SIGTERM) {
@@ -607,22 +472,6 @@ async fn supervise(
     }
 }
 
-/// Feeds the supervisor the guard's deadline if a renewal moved it, unless the supervisor may
-/// already be deciding on the previous one (its SIGTERM is due `grace` before it). A refused
-/// renewal moves nothing, and a lost lock is never fed. Whether a new deadline was fed.
-fn feed_renewal(feed: &mut DeadlineFeed, guard: &Guard, grace: Duration) -> bool {
-    if guard.is_lost() {
-        return false;
-    }
-    match feed.renew(guard.deadline(), grace) {
-        Ok(sent) => sent,
-        Err(e) => {
-            tracing::warn!(key = guard.key(), error = %e, "cannot feed the lease's deadline");
-            false
-        }
-    }
-}
-
 /// Says that the lease ran out while lockwise could not renew it: it was not running.
 fn say_ran_out(key: &str, ago: Duration) {
     eprintln!(
@@ -640,15 +489,6 @@ async fn release(guard: Guard) {
         Ok(false) if known_lost => tracing::debug!(key, "release of a lost lock removed nothing"),
         Ok(false) => eprintln!("lockwise: lock {key:?} had already expired when released"),
         Err(e) => eprintln!("lockwise: releasing {key:?} failed ({e}); its TTL will expire it"),
-    }
-}
-
-pub(crate) fn exit_code(status: ExitStatus) -> u8 {
-    use std::os::unix::process::ExitStatusExt;
-    match (status.code(), status.signal()) {
-        (Some(code), _) => u8::try_from(code & 0xff).unwrap_or(1),
-        (None, Some(sig)) => u8::try_from(128 + sig).unwrap_or(255),
-        (None, None) => 1,
     }
 }
 

@@ -115,6 +115,59 @@ impl DeadlineFeed {
     }
 }
 
+/// A lease whose deadline lockwise feeds the supervisor: a lock's guard, a membership.
+pub(crate) trait FedLease {
+    /// The lease's local deadline, moved by each renewal.
+    fn deadline(&self) -> Instant;
+    /// Whether the lease is known lost.
+    fn is_lost(&self) -> bool;
+    /// What the lease is, for the log.
+    fn describe(&self) -> String;
+}
+
+impl FedLease for lockwise::Guard {
+    fn deadline(&self) -> Instant {
+        lockwise::Guard::deadline(self)
+    }
+    fn is_lost(&self) -> bool {
+        lockwise::Guard::is_lost(self)
+    }
+    fn describe(&self) -> String {
+        format!("lock {:?}", self.key())
+    }
+}
+
+impl FedLease for lockwise::partition::Member {
+    fn deadline(&self) -> Instant {
+        lockwise::partition::Member::deadline(self)
+    }
+    fn is_lost(&self) -> bool {
+        lockwise::partition::Member::is_lost(self)
+    }
+    fn describe(&self) -> String {
+        format!("member {:?} of group {:?}", self.id(), self.group())
+    }
+}
+
+impl DeadlineFeed {
+    /// Feeds the supervisor `lease`'s deadline if a renewal moved it, unless the supervisor
+    /// may already be deciding on the previous one (its SIGTERM is due `grace` before it). A
+    /// refused renewal moves nothing, and a lost lease is never fed. Whether a new deadline was
+    /// fed.
+    pub(crate) fn renewed(&mut self, lease: &impl FedLease, grace: Duration) -> bool {
+        if lease.is_lost() {
+            return false;
+        }
+        match self.renew(lease.deadline(), grace) {
+            Ok(sent) => sent,
+            Err(e) => {
+                tracing::warn!(lease = lease.describe(), error = %e, "cannot feed the lease's deadline");
+                false
+            }
+        }
+    }
+}
+
 /// `deadline` (on the Tokio clock, `CLOCK_MONOTONIC`) on `CLOCK_BOOTTIME`.
 fn to_boottime(deadline: Instant) -> io::Result<u64> {
     // BOOTTIME first, then the time left: the result errs early, never late.

@@ -1,161 +1,28 @@
-//! Child processes that never outlive the `lockwise` process that started them.
+//! `lockwise supervise`: the process between lockwise and a command, which ends the
+//! command's whole group when lockwise is gone or the lease's deadline passes.
 
 use std::ffi::OsString;
 use std::io;
+use std::os::fd::RawFd;
 use std::time::Duration;
 
-use std::os::fd::{AsRawFd, BorrowedFd, FromRawFd, OwnedFd, RawFd};
-
-use nix::errno::Errno;
-use nix::fcntl::{FcntlArg, FdFlag, fcntl};
 use nix::sys::signal::{Signal, killpg};
-use nix::unistd::Pid;
 use tokio::process::Command;
 use tokio::signal::unix::{SignalKind, signal};
 use tokio::time::{Instant, sleep, sleep_until};
 
-use crate::deadline::{self, DeadlineSource};
+use super::deadline::{self, DeadlineSource};
+use super::fds::adopt;
+use super::group::{exit_code, group_alive};
+use super::signals::Signals;
 use crate::exit;
-
-/// If lockwise itself dies (SIGKILL, a crash), the kernel sends the child `signal`: a command
-/// must not go on working without the lock or lease that lockwise was keeping for it. (SIGTERM
-/// for commands, so they can clean up; SIGKILL for the lab's actors, which may be stopped.)
-#[allow(unsafe_code)]
-pub(crate) fn stop_with_parent(command: &mut Command, signal: Signal) {
-    let parent = nix::unistd::getpid();
-    // SAFETY: the closure runs in the forked child before exec and only makes the
-    // async-signal-safe system calls prctl, getppid and kill.
-    unsafe {
-        command.pre_exec(move || {
-            nix::sys::prctl::set_pdeathsig(signal).map_err(io::Error::from)?;
-            if nix::unistd::getppid() != parent {
-                // lockwise died between fork and prctl.
-                let _ = nix::sys::signal::kill(nix::unistd::getpid(), signal);
-            }
-            Ok(())
-        });
-    }
-}
-
-/// Lets `fd` (close-on-exec) survive into the program `command` runs, under the same number,
-/// which is returned for the command line. The parent's copy is closed with `command`.
-#[allow(unsafe_code)]
-pub(crate) fn inherit(command: &mut Command, fd: OwnedFd) -> RawFd {
-    let number = fd.as_raw_fd();
-    // SAFETY: the closure runs in the forked child before exec and only makes the
-    // async-signal-safe system call fcntl, on a descriptor it owns.
-    unsafe {
-        command.pre_exec(move || {
-            fcntl(&fd, FcntlArg::F_SETFD(FdFlag::empty())).map_err(io::Error::from)?;
-            Ok(())
-        });
-    }
-    number
-}
-
-/// Takes ownership of the descriptor `number` that `lockwise run` passed with [`inherit`], and
-/// makes it close-on-exec again, so that the command never inherits it.
-#[allow(unsafe_code)]
-fn adopt(number: RawFd) -> io::Result<OwnedFd> {
-    // Refuses a number that is not an open descriptor before owning it.
-    // SAFETY: the borrow lasts for this one call, on a number checked to be open by it.
-    fcntl(unsafe { BorrowedFd::borrow_raw(number) }, FcntlArg::F_GETFD)?;
-    // SAFETY: `lockwise run` opened this descriptor for this process alone (`--held-fd`),
-    // and nothing else in it uses that number.
-    let fd = unsafe { OwnedFd::from_raw_fd(number) };
-    fcntl(&fd, FcntlArg::F_SETFD(FdFlag::FD_CLOEXEC))?;
-    Ok(fd)
-}
-
-/// Why a command cannot be started, found before starting it.
-#[derive(Debug)]
-pub(crate) enum Unrunnable {
-    /// No such file, or no file of that name in any `PATH` directory (exit 127).
-    NotFound(String),
-    /// Found, but not an executable file (exit 126).
-    NotExecutable(String),
-}
-
-impl Unrunnable {
-    /// The exit code a shell would give: 127 not found, 126 not executable.
-    pub(crate) fn code(&self) -> u8 {
-        match self {
-            Unrunnable::NotFound(_) => exit::NOT_FOUND,
-            Unrunnable::NotExecutable(_) => exit::CANNOT_EXECUTE,
-        }
-    }
-}
-
-impl std::fmt::Display for Unrunnable {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        match self {
-            Unrunnable::NotFound(what) | Unrunnable::NotExecutable(what) => f.write_str(what),
-        }
-    }
-}
-
-/// Finds `program` as `execvp(3)` would: a name with a `/` is a path, any other is looked up
-/// in each directory of `PATH` (`/bin:/usr/bin` when unset), skipping files that are not
-/// executable. Returns the file that would run.
-pub(crate) fn resolve(program: &std::ffi::OsStr) -> Result<std::path::PathBuf, Unrunnable> {
-    use std::os::unix::ffi::OsStrExt;
-    use std::path::{Path, PathBuf};
-
-    let shown = program.to_string_lossy();
-    let executable = |path: &Path| {
-        path.metadata().is_ok_and(|m| m.is_file())
-            && nix::unistd::access(path, nix::unistd::AccessFlags::X_OK).is_ok()
-    };
-    if program.is_empty() {
-        return Err(Unrunnable::NotFound(
-            "\"\": an empty command name".to_owned(),
-        ));
-    }
-    if program.as_bytes().contains(&b'/') {
-        let path = PathBuf::from(program);
-        return match path.metadata() {
-            Err(_) => Err(Unrunnable::NotFound(format!("{shown}: no such file"))),
-            Ok(_) if executable(&path) => Ok(path),
-            Ok(m) if m.is_dir() => {
-                Err(Unrunnable::NotExecutable(format!("{shown} is a directory")))
-            }
-            Ok(_) => Err(Unrunnable::NotExecutable(format!(
-                "{shown} is not executable"
-            ))),
-        };
-    }
-    let search = std::env::var_os("PATH").unwrap_or_else(|| "/bin:/usr/bin".into());
-    let mut found_other = None;
-    for dir in std::env::split_paths(&search) {
-        // An empty entry means the current directory, as for execvp.
-        let dir = if dir.as_os_str().is_empty() {
-            PathBuf::from(".")
-        } else {
-            dir
-        };
-        let candidate = dir.join(program);
-        if executable(&candidate) {
-            return Ok(candidate);
-        }
-        if found_other.is_none() && candidate.exists() {
-            found_other = Some(candidate);
-        }
-    }
-    match found_other {
-        Some(path) => Err(Unrunnable::NotExecutable(format!(
-            "{shown}: {} is not an executable file",
-            path.display()
-        ))),
-        None => Err(Unrunnable::NotFound(format!("{shown}: not found in PATH"))),
-    }
-}
 
 /// `lockwise supervise [--forwarded [--terminal]] [--kill-after D] [--deadline-fd N] -- CMD`:
 /// runs CMD in this process's group (the caller starts it as a group leader) and ends the
 /// whole group when its parent `lockwise` is gone, so that no process of the command outlives
 /// the lock or job lease it ran under, not even after a SIGKILL of `lockwise` itself (the
 /// kernel then sends this process SIGTERM, see [`stop_with_parent`]). With `--deadline-fd`,
-/// it also holds the lease's deadline that `lockwise` feeds it (see [`crate::deadline`]), so
+/// it also holds the lease's deadline that `lockwise` feeds it (see [`super::deadline`]), so
 /// the group dies by then even while `lockwise` is frozen. Internal to `run` and `queue work`.
 #[derive(Debug, clap::Args)]
 pub(crate) struct SuperviseArgs {
@@ -210,18 +77,14 @@ pub(crate) async fn supervise(args: SuperviseArgs) -> u8 {
     };
     // With --forwarded, signals meant for the command are caught here and dropped. Handlers,
     // not SIG_IGN: ignored signals would stay ignored in the command after exec.
-    let mut others = None;
-    if args.forwarded {
-        let handlers = (
-            signal(SignalKind::interrupt()),
-            signal(SignalKind::hangup()),
-            signal(SignalKind::quit()),
-        );
-        let (Ok(int), Ok(hup), Ok(quit)) = handlers else {
-            return exit::BACKEND;
-        };
-        others = Some([int, hup, quit]);
-    }
+    let forwarded: &[Signal] = if args.forwarded {
+        &[Signal::SIGINT, Signal::SIGHUP, Signal::SIGQUIT]
+    } else {
+        &[]
+    };
+    let Ok(mut others) = Signals::install(forwarded) else {
+        return exit::BACKEND;
+    };
     let Some((program, rest)) = args.command.split_first() else {
         return exit::USAGE;
     };
@@ -283,7 +146,7 @@ pub(crate) async fn supervise(args: SuperviseArgs) -> u8 {
         tokio::select! {
             exited = child.wait(), if status.is_none() => {
                 status = Some(match exited {
-                    Ok(status) => crate::run::exit_code(status),
+                    Ok(status) => exit_code(status),
                     Err(_) => exit::BACKEND,
                 });
             }
@@ -350,7 +213,7 @@ pub(crate) async fn supervise(args: SuperviseArgs) -> u8 {
                     stop(&mut stops);
                 }
             }
-            sig = any_of(&mut others) => {
+            sig = others.recv() => {
                 if sig == Signal::SIGINT && kill_at.is_none() {
                     stop(&mut stops);
                 }
@@ -408,57 +271,6 @@ async fn next_deadline(lease: &mut Option<Lease>) -> u64 {
 async fn lease_due(due: Option<u64>) {
     match due {
         Some(due) => deadline::until_boottime(due).await,
-        None => std::future::pending().await,
-    }
-}
-
-/// Whether any process of `group` (but `except`) still runs. Reaps the group's zombies that
-/// became ours (as PID 1, or as the parent of orphans), and does not count zombies of others.
-pub(crate) fn group_alive(group: Pid, except: Option<Pid>) -> bool {
-    use nix::sys::wait::{WaitPidFlag, WaitStatus, waitpid};
-    let any_in_group = Pid::from_raw(-group.as_raw());
-    while let Ok(status) = waitpid(any_in_group, Some(WaitPidFlag::WNOHANG)) {
-        if status == WaitStatus::StillAlive {
-            break;
-        }
-    }
-    if killpg(group, None) == Err(Errno::ESRCH) {
-        return false;
-    }
-    let except = except.map(Pid::as_raw);
-    let Ok(entries) = std::fs::read_dir("/proc") else {
-        return true;
-    };
-    entries.flatten().any(|entry| {
-        let pid = entry
-            .file_name()
-            .to_str()
-            .and_then(|p| p.parse::<i32>().ok());
-        if pid.is_none() || pid == except {
-            return false;
-        }
-        let Ok(stat) = std::fs::read_to_string(entry.path().join("stat")) else {
-            return false;
-        };
-        // pid (comm) state ppid pgrp …; comm may contain spaces and parentheses.
-        let Some((_, fields)) = stat.rsplit_once(')') else {
-            return false;
-        };
-        let mut fields = fields.split_whitespace();
-        let state = fields.next();
-        let pgrp = fields.nth(1).and_then(|p| p.parse::<i32>().ok());
-        pgrp == Some(group.as_raw()) && state != Some("Z") && state != Some("X")
-    })
-}
-
-/// Resolves when any of `signals` (SIGINT, SIGHUP, SIGQUIT) arrives (never, for none).
-async fn any_of(signals: &mut Option<[tokio::signal::unix::Signal; 3]>) -> Signal {
-    match signals {
-        Some([int, hup, quit]) => tokio::select! {
-            _ = int.recv() => Signal::SIGINT,
-            _ = hup.recv() => Signal::SIGHUP,
-            _ = quit.recv() => Signal::SIGQUIT,
-        },
         None => std::future::pending().await,
     }
 }
