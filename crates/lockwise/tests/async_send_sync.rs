@@ -111,9 +111,9 @@ fn futures_of_the_queue_are_send(
 ) {
     send(&queue.enqueue(Job::new(serde_json::json!({}))));
     send(&queue.enqueue_in(&mut **tx, Job::new(serde_json::json!({}))));
-    send(&queue.claim("w", 8, Duration::from_secs(30), &[]));
-    send(&queue.complete(&[]));
-    send(&queue.reap());
+    send(&queue.protocol().claim("w", 8, Duration::from_secs(30), &[]));
+    send(&queue.protocol().complete(&[]));
+    send(&queue.protocol().reap());
     send(&lockwise::queue::connect(
         "postgres://localhost/db",
         ConnectOptions::default(),

@@ -279,12 +279,17 @@ async fn postgres_grants_made_at_version_4_still_work_after_the_migrations() {
         async move {
             let queue = queue_of_three_jobs(&as_user, &name).await;
             let claimed = queue
+                .protocol()
                 .claim("w", 3, Duration::from_secs(30), &[])
                 .await
                 .unwrap();
             let jobs: Vec<_> = claimed.iter().map(|j| (j.id, j.attempt)).collect();
-            assert_eq!(queue.confirm_started(&jobs).await.unwrap().len(), 3);
+            assert_eq!(
+                queue.protocol().confirm_started(&jobs).await.unwrap().len(),
+                3
+            );
             let more = queue
+                .protocol()
                 .claim("w", 1, Duration::from_secs(30), &jobs)
                 .await
                 .unwrap();

@@ -286,12 +286,13 @@ async fn pruning_one_queue_leaves_the_other_queues_history(q: Queue) {
     let finish = |queue: Queue| async move {
         queue.enqueue(Job::new(json!({}))).await.unwrap();
         let claimed = queue
+            .protocol()
             .claim("w", 1, Duration::from_secs(30), &[])
             .await
             .unwrap();
         assert_eq!(claimed.len(), 1);
         let done = [(claimed[0].id, claimed[0].attempt)];
-        assert_eq!(queue.complete(&done).await.unwrap(), 1);
+        assert_eq!(queue.protocol().complete(&done).await.unwrap(), 1);
     };
     for queue in [&q, &other, &q] {
         finish(queue.clone()).await;
@@ -402,9 +403,14 @@ async fn dead_letters_can_be_purged(q: Queue) {
     q.enqueue(Job::new(json!({})).max_attempts(1))
         .await
         .unwrap();
-    let claimed = q.claim("t", 1, Duration::from_secs(30), &[]).await.unwrap();
+    let claimed = q
+        .protocol()
+        .claim("t", 1, Duration::from_secs(30), &[])
+        .await
+        .unwrap();
     assert!(
-        q.fail(claimed[0].id, 1, "no", Duration::ZERO, false)
+        q.protocol()
+            .fail(claimed[0].id, 1, "no", Duration::ZERO, false)
             .await
             .unwrap()
     );
@@ -500,22 +506,36 @@ where
 /// A worker whose job was rescued and claimed again cannot complete (or fail) it late.
 async fn a_late_completion_after_a_rescue_is_rejected(q: Queue) {
     let id = q.enqueue(Job::new(json!({}))).await.unwrap();
-    let first = q.claim("w1", 1, Duration::from_secs(1), &[]).await.unwrap();
+    let first = q
+        .protocol()
+        .claim("w1", 1, Duration::from_secs(1), &[])
+        .await
+        .unwrap();
     assert_eq!((first[0].id, first[0].attempt), (id, 1));
     sleep(Duration::from_millis(1_200)).await;
-    assert_eq!(q.reap().await.unwrap(), 1, "the expired lease was rescued");
+    assert_eq!(
+        q.protocol().reap().await.unwrap(),
+        1,
+        "the expired lease was rescued"
+    );
     let second = q
+        .protocol()
         .claim("w2", 1, Duration::from_secs(30), &[])
         .await
         .unwrap();
     assert_eq!(second[0].attempt, 2);
     assert_eq!(
-        q.complete(&[(id, 1)]).await.unwrap(),
+        q.protocol().complete(&[(id, 1)]).await.unwrap(),
         0,
         "w1's late completion is rejected"
     );
-    assert!(!q.fail(id, 1, "late", Duration::ZERO, false).await.unwrap());
-    assert_eq!(q.complete(&[(id, 2)]).await.unwrap(), 1);
+    assert!(
+        !q.protocol()
+            .fail(id, 1, "late", Duration::ZERO, false)
+            .await
+            .unwrap()
+    );
+    assert_eq!(q.protocol().complete(&[(id, 2)]).await.unwrap(), 1);
     let stats = q.stats().await.unwrap();
     assert_eq!((stats.done, stats.running), (1, 0));
 }
@@ -531,6 +551,7 @@ async fn concurrent_claimers_get_disjoint_batches_of_at_most_n(q: Queue) {
             let mut mine = Vec::new();
             loop {
                 let batch = q
+                    .protocol()
                     .claim(&format!("w{w}"), 7, Duration::from_secs(60), &[])
                     .await
                     .unwrap();
@@ -656,7 +677,11 @@ async fn graceful_shutdown_finishes_in_flight_jobs_and_hands_back_the_rest(q: Qu
     let stats = q.stats().await.unwrap();
     assert_eq!((stats.done, waiting(stats), stats.running), (1, 1, 0));
     // The handed-back job keeps its budget: it can still run once more.
-    let again = q.claim("w", 1, Duration::from_secs(30), &[]).await.unwrap();
+    let again = q
+        .protocol()
+        .claim("w", 1, Duration::from_secs(30), &[])
+        .await
+        .unwrap();
     assert_eq!(again.len(), 1);
     assert!(again[0].attempt <= again[0].max_attempts);
 }
@@ -670,6 +695,7 @@ async fn priorities_and_delays_order_the_claims(q: Queue) {
         .unwrap();
     let normal = q.enqueue(Job::new(json!({}))).await.unwrap();
     let claimed: Vec<JobId> = q
+        .protocol()
         .claim("w", 10, Duration::from_secs(30), &[])
         .await
         .unwrap()
@@ -683,7 +709,8 @@ async fn priorities_and_delays_order_the_claims(q: Queue) {
     // Acknowledged through the next claim, in the same statement.
     let acks: Vec<(JobId, i32)> = claimed.iter().map(|id| (*id, 1)).collect();
     assert!(
-        q.claim("w", 10, Duration::from_secs(30), &acks)
+        q.protocol()
+            .claim("w", 10, Duration::from_secs(30), &acks)
             .await
             .unwrap()
             .is_empty()
@@ -766,6 +793,7 @@ async fn jobs_can_be_shown_listed_cancelled_and_pruned(q: Queue) {
     assert_eq!(ids(q.list(JobState::Scheduled, 10).await.unwrap()), vec![b]);
 
     let claimed = q
+        .protocol()
         .claim("w1", 1, Duration::from_secs(30), &[])
         .await
         .unwrap();
@@ -782,13 +810,19 @@ async fn jobs_can_be_shown_listed_cancelled_and_pruned(q: Queue) {
     assert!(!q.cancel(JobId(i64::MAX)).await.unwrap());
     // The cancelled execution can neither renew, complete nor fail the job.
     assert!(
-        q.heartbeat(&[(c, 1)], Duration::from_secs(30))
+        q.protocol()
+            .heartbeat(&[(c, 1)], Duration::from_secs(30))
             .await
             .unwrap()
             .is_empty()
     );
-    assert_eq!(q.complete(&[(c, 1)]).await.unwrap(), 0);
-    assert!(!q.fail(c, 1, "late", Duration::ZERO, false).await.unwrap());
+    assert_eq!(q.protocol().complete(&[(c, 1)]).await.unwrap(), 0);
+    assert!(
+        !q.protocol()
+            .fail(c, 1, "late", Duration::ZERO, false)
+            .await
+            .unwrap()
+    );
     let stats = q.stats().await.unwrap();
     assert_eq!(
         (stats.ready, stats.scheduled, stats.running, stats.cancelled),
@@ -1155,7 +1189,11 @@ async fn at_the_end_of_the_grace_handlers_are_asked_to_stop(q: Queue) {
     assert_eq!((report.done, report.failed, report.handed_back), (1, 0, 1));
     let stats = q.stats().await.unwrap();
     assert_eq!((stats.done, waiting(stats), stats.dead), (1, 1, 0));
-    let again = q.claim("w", 1, Duration::from_secs(30), &[]).await.unwrap();
+    let again = q
+        .protocol()
+        .claim("w", 1, Duration::from_secs(30), &[])
+        .await
+        .unwrap();
     assert_eq!(again.len(), 1);
     assert_ne!(again[0].id, finishes);
     assert!(
@@ -1384,6 +1422,7 @@ async fn ten_thousand_jobs_in_one_call_are_all_claimable(q: Queue) {
     let mut claimed = HashSet::new();
     loop {
         let batch = q
+            .protocol()
             .claim("w", 1_000, Duration::from_secs(60), &[])
             .await
             .unwrap();
@@ -1504,10 +1543,13 @@ async fn an_acknowledgement_or_a_hand_back_and_a_heartbeat_of_the_same_jobs_neve
         q.enqueue_many((0..250).map(|n| Job::new(json!({ "n": n }))))
             .await
             .unwrap();
-        let claimed = q.claim("w", 250, lease, &[]).await.unwrap();
+        let claimed = q.protocol().claim("w", 250, lease, &[]).await.unwrap();
         assert_eq!(claimed.len(), 250);
         let mut jobs: Vec<(JobId, i32)> = claimed.iter().map(|j| (j.id, j.attempt)).collect();
-        assert_eq!(q.confirm_started(&jobs).await.unwrap().len(), 250);
+        assert_eq!(
+            q.protocol().confirm_started(&jobs).await.unwrap().len(),
+            250
+        );
         // The ending statement names the jobs newest first, the heartbeat oldest first; which
         // statement comes first alternates, and so does the ending one.
         jobs.sort();
@@ -1520,16 +1562,16 @@ async fn an_acknowledgement_or_a_hand_back_and_a_heartbeat_of_the_same_jobs_neve
         };
         let end = || async {
             if hand_back {
-                q.hand_back(&jobs).await
+                q.protocol().hand_back(&jobs).await
             } else {
-                q.complete(&jobs).await
+                q.protocol().complete(&jobs).await
             }
         };
         let started = Instant::now();
         let (beaten, ended) = if round % 2 == 0 {
-            tokio::join!(q.heartbeat(&beat, lease), end())
+            tokio::join!(q.protocol().heartbeat(&beat, lease), end())
         } else {
-            let (ended, beaten) = tokio::join!(end(), q.heartbeat(&beat, lease));
+            let (ended, beaten) = tokio::join!(end(), q.protocol().heartbeat(&beat, lease));
             (beaten, ended)
         };
         let beaten = beaten.unwrap_or_else(|e| panic!("round {round}: heartbeat: {e}"));
@@ -1644,6 +1686,7 @@ async fn connect_opens_a_migrated_queue_from_a_url_on_both_databases() {
     let id = pg.enqueue(Job::new(json!({}))).await.unwrap();
     assert_eq!(waiting(pg.stats().await.unwrap()), 1);
     let claimed = pg
+        .protocol()
         .claim("w", 1, Duration::from_secs(30), &[])
         .await
         .unwrap();
@@ -1850,12 +1893,13 @@ async fn a_version_2_schema_migrates_with_its_jobs_in_flight() {
     assert_eq!((stats.ready, stats.running, stats.dead), (1, 1, 1));
     // The old worker's execution still owns its job and completes it.
     assert_eq!(
-        q.heartbeat(&[(running, 1)], Duration::from_secs(30))
+        q.protocol()
+            .heartbeat(&[(running, 1)], Duration::from_secs(30))
             .await
             .unwrap(),
         vec![running]
     );
-    assert_eq!(q.complete(&[(running, 1)]).await.unwrap(), 1);
+    assert_eq!(q.protocol().complete(&[(running, 1)]).await.unwrap(), 1);
     // The new state exists, and the dead letter can still be retried.
     assert!(q.cancel(ready).await.unwrap());
     assert_eq!(
@@ -1913,7 +1957,7 @@ async fn mariadb_tables_of_version_2_migrate_with_their_jobs_in_flight() {
             .await
             .unwrap();
     let (running, keyed) = (JobId(ids[0]), JobId(ids[1]));
-    assert_eq!(q.complete(&[(running, 1)]).await.unwrap(), 1);
+    assert_eq!(q.protocol().complete(&[(running, 1)]).await.unwrap(), 1);
     let same = q
         .enqueue_with_status(Job::new(json!({})).key("k"))
         .await
@@ -1989,7 +2033,7 @@ async fn mariadb_tables_of_version_3_migrate_to_exact_keys_with_their_jobs() {
         job.payload,
         json!({"v": "r\u{e9}sum\u{e9} \u{65e5}\u{672c} \u{1f512}"})
     );
-    assert_eq!(q.complete(&[(running, 1)]).await.unwrap(), 1);
+    assert_eq!(q.protocol().complete(&[(running, 1)]).await.unwrap(), 1);
     let same = q
         .enqueue_with_status(Job::new(json!({})).key("Abc"))
         .await
@@ -2051,7 +2095,11 @@ async fn the_mariadb_reaper_skips_a_lease_a_worker_holds_and_rescues_the_rest() 
     q.enqueue_many((0..2).map(|n| Job::new(json!({ "n": n }))))
         .await
         .unwrap();
-    let claimed = q.claim("w", 2, Duration::from_secs(1), &[]).await.unwrap();
+    let claimed = q
+        .protocol()
+        .claim("w", 2, Duration::from_secs(1), &[])
+        .await
+        .unwrap();
     assert_eq!(claimed.len(), 2);
     let (held_id, free_id) = (claimed[0].id, claimed[1].id);
     sleep(Duration::from_millis(1_200)).await;
@@ -2064,7 +2112,7 @@ async fn the_mariadb_reaper_skips_a_lease_a_worker_holds_and_rescues_the_rest() 
             .await
             .unwrap();
     assert_eq!(locked, vec![held_id.0 as u64], "the job is there");
-    let reaped = tokio::time::timeout(Duration::from_secs(5), q.reap()).await;
+    let reaped = tokio::time::timeout(Duration::from_secs(5), q.protocol().reap()).await;
     let state = |id| {
         let q = q.clone();
         async move { q.job(id).await.unwrap().unwrap().state }
@@ -2077,7 +2125,11 @@ async fn the_mariadb_reaper_skips_a_lease_a_worker_holds_and_rescues_the_rest() 
     assert_eq!(reaped, 1, "the lease nobody holds is rescued");
     assert_eq!(free, JobState::Ready);
     assert_eq!(held, JobState::Running);
-    assert_eq!(q.reap().await.unwrap(), 1, "rescued at the next round");
+    assert_eq!(
+        q.protocol().reap().await.unwrap(),
+        1,
+        "rescued at the next round"
+    );
     assert_eq!(state(held_id).await, JobState::Ready);
 }
 
@@ -2091,6 +2143,7 @@ async fn mariadb_reapers_of_two_databases_do_not_share_a_lock() {
     let (_b, other) = my_queue("reap_b").await;
     let id = mine.enqueue(Job::new(json!({}))).await.unwrap();
     let claimed = mine
+        .protocol()
         .claim("w", 1, Duration::from_millis(200), &[])
         .await
         .unwrap();
@@ -2113,14 +2166,18 @@ async fn mariadb_reapers_of_two_databases_do_not_share_a_lock() {
         }
     };
     let mut own = hold(&mine).await;
-    assert_eq!(mine.reap().await.unwrap(), 0, "its own reaper lock is held");
+    assert_eq!(
+        mine.protocol().reap().await.unwrap(),
+        0,
+        "its own reaper lock is held"
+    );
     sqlx::query("DO RELEASE_ALL_LOCKS()")
         .execute(&mut *own)
         .await
         .unwrap();
     let _theirs = hold(&other).await;
     assert_eq!(
-        mine.reap().await.unwrap(),
+        mine.protocol().reap().await.unwrap(),
         1,
         "another database's reaper does not stop this one"
     );

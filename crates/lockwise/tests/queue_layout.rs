@@ -269,24 +269,33 @@ async fn a_version_3_schema_migrates_to_the_ring_layout_with_jobs_in_every_state
     // attempt succeed; a stale attempt does nothing.
     let live = ids["live"];
     assert_eq!(
-        q.heartbeat(&[(live, 1)], Duration::from_secs(30))
+        q.protocol()
+            .heartbeat(&[(live, 1)], Duration::from_secs(30))
             .await
             .unwrap(),
         vec![live]
     );
-    assert_eq!(q.complete(&[(live, 0)]).await.unwrap(), 0, "stale attempt");
     assert_eq!(
-        q.complete(&[(ids["expired"], 1)]).await.unwrap(),
+        q.protocol().complete(&[(live, 0)]).await.unwrap(),
         0,
         "stale attempt"
     );
-    assert_eq!(q.complete(&[(live, 1)]).await.unwrap(), 1);
-    assert_eq!(q.complete(&[(live, 1)]).await.unwrap(), 0, "already done");
+    assert_eq!(
+        q.protocol().complete(&[(ids["expired"], 1)]).await.unwrap(),
+        0,
+        "stale attempt"
+    );
+    assert_eq!(q.protocol().complete(&[(live, 1)]).await.unwrap(), 1);
+    assert_eq!(
+        q.protocol().complete(&[(live, 1)]).await.unwrap(),
+        0,
+        "already done"
+    );
     assert_eq!(q.job(live).await.unwrap().unwrap().state, JobState::Done);
 
     // The reaper gives back the two expired leases: the unconfirmed one without counting its
     // attempt (one more in its budget), the started one with it counted.
-    assert_eq!(q.reap().await.unwrap(), 2);
+    assert_eq!(q.protocol().reap().await.unwrap(), 2);
     let unconfirmed = q.job(ids["unconfirmed"]).await.unwrap().unwrap();
     assert_eq!(
         (
@@ -303,7 +312,7 @@ async fn a_version_3_schema_migrates_to_the_ring_layout_with_jobs_in_every_state
         (JobState::Ready, 2, 5),
         "{expired:?}"
     );
-    assert_eq!(q.reap().await.unwrap(), 0);
+    assert_eq!(q.protocol().reap().await.unwrap(), 0);
 
     // Keys: the held one still names its job; the released one is kept for inspection only.
     let same = q
@@ -375,6 +384,7 @@ async fn a_version_3_schema_migrates_to_the_ring_layout_with_jobs_in_every_state
 
     // A claim takes every ready job, with the next attempt, and leaves the scheduled ones.
     let claimed = q
+        .protocol()
         .claim("new", 100, Duration::from_secs(30), &[])
         .await
         .unwrap();
@@ -572,11 +582,12 @@ async fn stats_count_finished_jobs_exactly_across_sealing_and_pruning() {
     assert!(fresh.cancel(waiting[0].id).await.unwrap());
     assert!(fresh.cancel(waiting[1].id).await.unwrap());
     let claimed = fresh
+        .protocol()
         .claim("w", 10, Duration::from_secs(30), &[])
         .await
         .unwrap();
     let finished: Vec<(JobId, i32)> = claimed.iter().map(|c| (c.id, c.attempt)).collect();
-    assert_eq!(fresh.complete(&finished).await.unwrap(), 5);
+    assert_eq!(fresh.protocol().complete(&finished).await.unwrap(), 5);
     let stats = fresh.stats().await.unwrap();
     assert_eq!((stats.done, stats.cancelled), (25, 2), "{stats:?}");
     assert_eq!(
@@ -616,9 +627,17 @@ async fn delayed_jobs_that_came_due_are_claimed_by_priority() {
         .await
         .unwrap();
     sleep(Duration::from_millis(400)).await;
-    let first = q.claim("w", 1, Duration::from_secs(30), &[]).await.unwrap();
+    let first = q
+        .protocol()
+        .claim("w", 1, Duration::from_secs(30), &[])
+        .await
+        .unwrap();
     assert_eq!(first.iter().map(|c| c.id).collect::<Vec<_>>(), vec![high]);
-    let second = q.claim("w", 1, Duration::from_secs(30), &[]).await.unwrap();
+    let second = q
+        .protocol()
+        .claim("w", 1, Duration::from_secs(30), &[])
+        .await
+        .unwrap();
     assert_eq!(second.iter().map(|c| c.id).collect::<Vec<_>>(), vec![low]);
 }
 
@@ -640,7 +659,7 @@ async fn a_batch_touches_only_the_lease_segment_of_its_jobs() {
         .await
         .unwrap();
     let lease = Duration::from_secs(30);
-    let first = q.claim("w", 1, lease, &[]).await.unwrap();
+    let first = q.protocol().claim("w", 1, lease, &[]).await.unwrap();
     assert_eq!(first.len(), 1);
     let job = (first[0].id, first[0].attempt);
     let seg = scalar_i64(
@@ -662,10 +681,10 @@ async fn a_batch_touches_only_the_lease_segment_of_its_jobs() {
     .await
     .unwrap();
     let batch = async {
-        let confirmed = q.confirm_started(&[job]).await.unwrap();
-        let second = q.claim("w", 1, lease, &[job]).await.unwrap();
+        let confirmed = q.protocol().confirm_started(&[job]).await.unwrap();
+        let second = q.protocol().claim("w", 1, lease, &[job]).await.unwrap();
         let next = (second[0].id, second[0].attempt);
-        let completed = q.complete(&[next]).await.unwrap();
+        let completed = q.protocol().complete(&[next]).await.unwrap();
         (confirmed, second.len(), completed)
     };
     let answer = tokio::time::timeout(Duration::from_secs(5), batch).await;
@@ -678,23 +697,38 @@ async fn a_batch_touches_only_the_lease_segment_of_its_jobs() {
     assert_eq!(q.stats().await.unwrap().done, 2);
 
     // Another process, which does not know the segment: the same compare-and-set.
-    let third = q.claim("w", 1, lease, &[]).await.unwrap();
+    let third = q.protocol().claim("w", 1, lease, &[]).await.unwrap();
     let stranger = lockwise::queue::connect(schema.url(), options)
         .await
         .unwrap();
     let (id, attempt) = (third[0].id, third[0].attempt);
     assert_eq!(
-        stranger.confirm_started(&[(id, attempt)]).await.unwrap(),
+        stranger
+            .protocol()
+            .confirm_started(&[(id, attempt)])
+            .await
+            .unwrap(),
         vec![id]
     );
     assert_eq!(
-        stranger.complete(&[(id, attempt + 1)]).await.unwrap(),
+        stranger
+            .protocol()
+            .complete(&[(id, attempt + 1)])
+            .await
+            .unwrap(),
         0,
         "stale attempt"
     );
-    assert_eq!(stranger.complete(&[(id, attempt)]).await.unwrap(), 1);
     assert_eq!(
-        q.complete(&[(id, attempt)]).await.unwrap(),
+        stranger
+            .protocol()
+            .complete(&[(id, attempt)])
+            .await
+            .unwrap(),
+        1
+    );
+    assert_eq!(
+        q.protocol().complete(&[(id, attempt)]).await.unwrap(),
         0,
         "already done"
     );
@@ -716,9 +750,14 @@ async fn truncation_gives_up_at_once_on_a_locked_segment_and_checks_its_wait() {
     let pool = q.postgres_pool().unwrap().clone();
     let quoted = format!("\"{}\"", schema.name());
     q.enqueue(Job::new(json!({ "n": 0 }))).await.unwrap();
-    let claimed = q.claim("w", 1, Duration::from_secs(30), &[]).await.unwrap();
+    let claimed = q
+        .protocol()
+        .claim("w", 1, Duration::from_secs(30), &[])
+        .await
+        .unwrap();
     assert_eq!(
-        q.complete(&[(claimed[0].id, claimed[0].attempt)])
+        q.protocol()
+            .complete(&[(claimed[0].id, claimed[0].attempt)])
             .await
             .unwrap(),
         1
@@ -829,7 +868,11 @@ async fn a_truncation_releases_at_once_a_segment_it_finds_in_use() {
         truncated_one.is_err(),
         "the truncated segment is locked until the truncation commits"
     );
-    let claimed = q.claim("w", 1, Duration::from_secs(30), &[]).await.unwrap();
+    let claimed = q
+        .protocol()
+        .claim("w", 1, Duration::from_secs(30), &[])
+        .await
+        .unwrap();
     assert_eq!(claimed.len(), 1, "the job in use is still there");
 }
 
@@ -894,7 +937,11 @@ async fn a_version_6_store_gets_the_batch_functions_of_version_7_with_a_job_in_f
     .await;
     assert!(text(defs.clone()).await.contains(old_probe));
     let id = q.enqueue(Job::new(json!({ "n": 1 }))).await.unwrap();
-    let claimed = q.claim("w", 1, Duration::from_secs(30), &[]).await.unwrap();
+    let claimed = q
+        .protocol()
+        .claim("w", 1, Duration::from_secs(30), &[])
+        .await
+        .unwrap();
     assert_eq!(claimed.len(), 1);
     assert_eq!(claimed[0].id, id);
 
@@ -926,6 +973,7 @@ async fn a_version_6_store_gets_the_batch_functions_of_version_7_with_a_job_in_f
     // The job claimed under version 6 is confirmed and acknowledged under version 7.
     assert_eq!(
         reopened
+            .protocol()
             .confirm_started(&[(claimed[0].id, claimed[0].attempt)])
             .await
             .unwrap(),
@@ -933,6 +981,7 @@ async fn a_version_6_store_gets_the_batch_functions_of_version_7_with_a_job_in_f
     );
     assert_eq!(
         reopened
+            .protocol()
             .complete(&[(claimed[0].id, claimed[0].attempt)])
             .await
             .unwrap(),
@@ -970,7 +1019,11 @@ async fn the_reaper_skips_a_lease_a_worker_holds_and_rescues_the_rest() {
     q.enqueue_many((0..2).map(|n| Job::new(json!({ "n": n }))))
         .await
         .unwrap();
-    let claimed = q.claim("w", 2, Duration::from_secs(1), &[]).await.unwrap();
+    let claimed = q
+        .protocol()
+        .claim("w", 2, Duration::from_secs(1), &[])
+        .await
+        .unwrap();
     assert_eq!(claimed.len(), 2);
     let (held_id, free_id) = (claimed[0].id, claimed[1].id);
     sleep(Duration::from_millis(1_200)).await;
@@ -985,7 +1038,7 @@ async fn the_reaper_skips_a_lease_a_worker_holds_and_rescues_the_rest() {
     .await
     .unwrap();
     assert_eq!(locked, vec![held_id.0], "the lease is there, expired");
-    let reaped = tokio::time::timeout(Duration::from_secs(5), q.reap())
+    let reaped = tokio::time::timeout(Duration::from_secs(5), q.protocol().reap())
         .await
         .expect("the reaper waited for the lease a heartbeat holds")
         .unwrap();
@@ -997,7 +1050,11 @@ async fn the_reaper_skips_a_lease_a_worker_holds_and_rescues_the_rest() {
     assert_eq!(state(free_id).await, JobState::Ready);
     assert_eq!(state(held_id).await, JobState::Running);
     heartbeat.rollback().await.unwrap();
-    assert_eq!(q.reap().await.unwrap(), 1, "rescued at the next round");
+    assert_eq!(
+        q.protocol().reap().await.unwrap(),
+        1,
+        "rescued at the next round"
+    );
     assert_eq!(state(held_id).await, JobState::Ready);
     pool.close().await;
 }
@@ -1012,7 +1069,8 @@ async fn leases_of_150_claimed(label: &str) -> (PgSchema, Queue, PgPool, Vec<(i6
         .await
         .unwrap();
     assert_eq!(
-        q.claim("w", 150, Duration::from_secs(60), &[])
+        q.protocol()
+            .claim("w", 150, Duration::from_secs(60), &[])
             .await
             .unwrap()
             .len(),

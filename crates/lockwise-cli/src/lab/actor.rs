@@ -527,9 +527,12 @@ impl Actor {
         let (queue, schema) = self.queue.as_ref().ok_or("no queue")?;
         let lease = Duration::from_millis(lease_ms);
         loop {
-            let claimed = queue.claim(&self.role, batch as usize, lease, &[]).await?;
+            let claimed = queue
+                .protocol()
+                .claim(&self.role, batch as usize, lease, &[])
+                .await?;
             if claimed.is_empty() {
-                let rescued = queue.reap().await?;
+                let rescued = queue.protocol().reap().await?;
                 if rescued > 0 {
                     self.event(What::Note {
                         text: format!(
@@ -547,7 +550,7 @@ impl Actor {
             // Run only what the store knows we received: a claim whose reply is lost is not
             // counted as an attempt.
             let pairs: Vec<_> = claimed.iter().map(|j| (j.id, j.attempt)).collect();
-            let confirmed = queue.confirm_started(&pairs).await?;
+            let confirmed = queue.protocol().confirm_started(&pairs).await?;
             let claimed: Vec<_> = claimed
                 .into_iter()
                 .filter(|j| confirmed.contains(&j.id))
@@ -585,7 +588,10 @@ impl Actor {
                         text: format!("job {id}: effect already there (unique key), skipped"),
                     });
                 }
-                queue.complete(&[(JobId(job.id.0), job.attempt)]).await?;
+                queue
+                    .protocol()
+                    .complete(&[(JobId(job.id.0), job.attempt)])
+                    .await?;
             }
         }
     }

@@ -49,7 +49,7 @@ impl AnyBackend {
     ///
     /// # Errors
     ///
-    /// [`Error::Config`] for a malformed URL or one whose cargo feature this build lacks;
+    /// [`Error::InvalidConfig`] for a malformed URL or one whose cargo feature this build lacks;
     /// [`Error::Backend`] when the server does not answer.
     ///
     /// # Cancel safety

@@ -6,7 +6,7 @@ use sqlx::mysql::{MySqlConnection, MySqlPool};
 
 use super::{MysqlDriver, READ_COMMITTED, list, micros};
 use crate::error::{Error, Result};
-use crate::queue::driver::{Insert, check_payload};
+use crate::queue::bulk::{Insert, check_payload};
 use crate::queue::{Enqueued, Job, JobId};
 
 const ENQUEUE: &str = sql!("enqueue.sql");

@@ -11,7 +11,8 @@ use sqlx::mysql::MySqlPool;
 use sqlx::{AssertSqlSafe, Connection, Row};
 use tokio::sync::OnceCell;
 
-use super::driver::{ClaimRequest, Driver, FailedAttempt, Insert, insert_all, insert_in};
+use super::bulk::{Insert, insert_all, insert_in};
+use super::driver::{ClaimRequest, Driver, FailedAttempt};
 use super::{
     Claimed, Enqueued, Executor, Job, JobId, JobInfo, JobState, Stats, from_micros, reported_state,
     utc_errors,

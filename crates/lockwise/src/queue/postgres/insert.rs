@@ -6,7 +6,7 @@ use sqlx::postgres::{PgConnection, PgPool};
 use super::statements::q;
 use super::{PgDriver, secs};
 use crate::error::{Error, Result};
-use crate::queue::driver::Insert;
+use crate::queue::bulk::Insert;
 use crate::queue::{Enqueued, Job, JobId};
 
 /// `values` as an array for `enqueue_many.sql`: all of them, or only the first when they are

@@ -98,7 +98,8 @@ use self::migrations::LATEST;
 use self::statements::{Statements, q};
 use crate::db::postgres::{ADVISORY_CLASS, Schema};
 use crate::error::{Error, Result};
-use crate::queue::driver::{ClaimRequest, Driver, FailedAttempt, Insert, insert_all, insert_in};
+use crate::queue::bulk::{Insert, insert_all, insert_in};
+use crate::queue::driver::{ClaimRequest, Driver, FailedAttempt};
 use crate::queue::{
     Claimed, Enqueued, Executor, Job, JobId, JobInfo, JobState, Stats, from_micros, reported_state,
     utc_errors,

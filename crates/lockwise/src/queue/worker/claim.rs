@@ -132,7 +132,7 @@ async fn confirm_start(queue: &Queue, jobs: Vec<Claimed>, deadline: Instant) -> 
     }
     let claimed: Vec<(JobId, i32)> = jobs.iter().map(|j| (j.id, j.attempt)).collect();
     let confirmed: HashSet<JobId> = loop {
-        match timeout_at(deadline, queue.confirm_started(&claimed)).await {
+        match timeout_at(deadline, queue.protocol().confirm_started(&claimed)).await {
             Ok(Ok(ids)) => break ids.into_iter().collect(),
             Ok(Err(error)) if Instant::now() < deadline => {
                 tracing::warn!(%error, "confirming the start of claimed jobs failed; retrying");

@@ -78,7 +78,12 @@ impl Worker {
         tracing::info!(id = %f.id, queue = %f.queue, attempt = f.attempt, %outcome, ms, %error, "job ended");
         report.failed += 1;
         let delay = self.retry_delay(f.attempt);
-        match self.queue.fail(f.id, f.attempt, &error, delay, false).await {
+        match self
+            .queue
+            .protocol()
+            .fail(f.id, f.attempt, &error, delay, false)
+            .await
+        {
             Ok(true) => {}
             Ok(false) => {
                 tracing::warn!(id = %f.id, attempt = f.attempt, "failure not recorded: the job was rescued meanwhile")

@@ -66,7 +66,7 @@ pub(super) async fn heartbeat(
                 let queue = queue.clone();
                 let sent = LeaseClock::start();
                 in_flight.push(async move {
-                    let answer = sent.in_flight(lease, queue.heartbeat(&jobs, lease)).await;
+                    let answer = sent.in_flight(lease, queue.protocol().heartbeat(&jobs, lease)).await;
                     Beat { sent, jobs, answer }
                 });
             }

@@ -37,7 +37,7 @@ pub(super) async fn reaper(queue: Queue, lease: Duration, stop: CancellationToke
         }
         if Instant::now() >= next_reap {
             next_reap = Instant::now() + lease / 2;
-            match timeout(lease, queue.reap()).await {
+            match timeout(lease, queue.protocol().reap()).await {
                 Ok(Ok(_)) => reaping.succeeded(),
                 Ok(Err(error)) => reaping.failed(&error),
                 Err(_) => reaping.failed(&"no answer in time"),

@@ -5,6 +5,7 @@
 
 mod claim;
 mod context;
+mod dispatch;
 mod execute;
 mod heartbeat;
 mod maintenance;
@@ -13,16 +14,13 @@ mod running;
 mod streak;
 mod waiting;
 
-use std::collections::VecDeque;
 use std::fmt::Display;
 use std::future::Future;
-use std::pin::Pin;
 use std::sync::atomic::Ordering::Relaxed;
 use std::sync::{Arc, PoisonError};
 use std::time::Duration;
 
 use futures_util::StreamExt;
-use futures_util::stream::FuturesUnordered;
 use tokio::sync::{Notify, Semaphore, mpsc, watch};
 use tokio::task::JoinSet;
 use tokio::time::{Instant, sleep_until, timeout};
@@ -32,13 +30,13 @@ use tokio_util::sync::CancellationToken;
 use super::{Claimed, JobId, JobInfo, JobState, Queue};
 use crate::error::{Error, Result};
 use crate::options::Retry;
-use claim::{ClaimAnswer, ClaimDone, ClaimRequest};
+use dispatch::Dispatcher;
 use execute::{Finished, Limits, execute};
 use heartbeat::{TakenAway, heartbeat};
 use maintenance::reaper;
-use pace::{MAX_CLAIMS, MAX_PREFETCH, Pace, SHORT_JOBS_BATCH, ahead_batch, claims_in_flight};
+use pace::SHORT_JOBS_BATCH;
 use running::{AbortHandlers, Running};
-use waiting::{admit, hand_back_waiting, start_waiting};
+use waiting::{hand_back_waiting, start_waiting};
 
 pub use context::JobContext;
 
@@ -433,38 +431,8 @@ impl Worker {
             lease_warning: self.kill_after.min(self.lease / 3),
         };
 
-        let mut report = WorkerReport::default();
-        let mut acks: Vec<(JobId, i32)> = Vec::new();
-        // Handlers stopped at the end of the grace period that did not finish: handed back.
-        let mut give_back: Vec<(JobId, i32)> = Vec::new();
-        let (batch_for_free, batch_ahead) = self.batch_sizes();
-        let max_claims = claims_in_flight(self.concurrency);
-        // An explicit prefetch is held to; the default follows the pace, up to this. With a
-        // batch the caller set, claims do not grow with the prefetch, so it stays at 15 of
-        // them (the cap before claims ahead grew).
-        let most_ahead = self.prefetch.unwrap_or(match self.batch {
-            Some(_) => (batch_ahead * (MAX_CLAIMS - 1)).min(MAX_PREFETCH),
-            None => MAX_PREFETCH,
-        });
-        // Confirmed jobs waiting for a free handler, in claim order (also in `running`).
-        let mut waiting: VecDeque<Claimed> = VecDeque::new();
-        // Claims (each with its confirmation) in flight while handlers run, and how many jobs
-        // they asked for in all.
-        let mut claims: FuturesUnordered<Pin<Box<dyn Future<Output = ClaimDone> + Send>>> =
-            FuturesUnordered::new();
-        let mut reserved = 0usize;
-        // Whether something may have changed since the last claim that found less than it
-        // asked for: a job finished, a notification, the poll interval.
-        let mut want_claim = true;
-        // Whether the last claim got all it asked for: more work is likely waiting, and
-        // further claims may go out beside one in flight.
-        let mut busy = false;
-        let mut not_before: Option<Instant> = None;
-        // Since when claims fail, and the last failure: logged once when claims start failing
-        // and once when they succeed again, not at every retry.
-        let mut failing: Option<(Instant, String)> = None;
+        let mut d = Dispatcher::new(&self, queues, running.clone());
         let mut gave_up: Option<String> = None;
-        let mut pace = Pace::default();
         let mut spawn_job = |job: Claimed, permit, deadline_rx: watch::Receiver<Instant>| {
             let ctx = JobContext {
                 id: job.id,
@@ -487,132 +455,40 @@ impl Worker {
         };
         loop {
             while let Ok(f) = finished_rx.try_recv() {
-                pace.handler(&f);
-                self.settle(f, &running, &mut acks, &mut give_back, &mut report)
-                    .await;
-                want_claim = true;
+                d.settle(&self, f).await;
             }
-            start_waiting(&mut waiting, &slots, &running, &mut report, &mut spawn_job);
+            start_waiting(
+                &mut d.waiting,
+                &slots,
+                &running,
+                &mut d.report,
+                &mut spawn_job,
+            );
             if shutdown.is_cancelled() {
                 break;
             }
-            // Set below when every place is taken and no claim is in flight or due.
-            let mut idle_full = false;
-            if not_before.is_none_or(|at| Instant::now() >= at) {
-                not_before = None;
-                let (held, idle, longest) = {
-                    let running = running.lock().unwrap_or_else(PoisonError::into_inner);
-                    let longest = running
-                        .values()
-                        .filter(|job| job.task.is_some())
-                        .map(|job| job.started.elapsed())
-                        .max()
-                        .unwrap_or_default();
-                    (running.len(), running.is_empty(), longest)
-                };
-                let (places, batch, most_claims) = if pace.short_jobs(longest) {
-                    let ahead = match self.prefetch {
-                        Some(n) => n,
-                        None => pace.ahead(self.concurrency, batch_ahead, most_ahead),
-                    };
-                    (
-                        self.concurrency + ahead,
-                        ahead_batch(self.batch, batch_ahead, ahead),
-                        MAX_CLAIMS,
-                    )
-                } else {
-                    (self.concurrency, batch_for_free, max_claims)
-                };
-                idle_full = claims.is_empty()
-                    && places.saturating_sub(held + reserved) == 0
-                    && acks.is_empty();
-                loop {
-                    let free = places.saturating_sub(held + reserved).min(batch);
-                    let launch = if claims.is_empty() {
-                        (want_claim || busy) && (free > 0 || !acks.is_empty())
-                    } else {
-                        busy && free == batch && claims.len() < most_claims
-                    };
-                    if !launch {
-                        break;
-                    }
-                    want_claim = false;
-                    reserved += free;
-                    let request = ClaimRequest {
-                        queue: self.queue.clone(),
-                        names: queues.clone(),
-                        worker: self.id.clone(),
-                        limit: free,
-                        lease: self.lease,
-                        acks: std::mem::take(&mut acks),
-                        idle: idle && claims.is_empty(),
-                    };
-                    claims.push(Box::pin(request.send_on_own_task()));
-                }
-            }
+            let idle_full = d.send_claims(&self);
             // The clock of failures runs only while the worker tries to claim: with every
             // place taken and nothing to acknowledge, it sends no claim that could succeed.
-            if idle_full && let Some((since, _)) = &mut failing {
+            if idle_full && let Some((since, _)) = &mut d.failing {
                 *since = Instant::now();
             }
-            let give_up_at = match (&failing, self.give_up) {
+            let give_up_at = match (&d.failing, self.give_up) {
                 // None for a limit too far to count (Duration::MAX: never).
                 (Some((since, _)), Some(limit)) => since.checked_add(limit),
                 _ => None,
             };
             tokio::select! {
-                Some(done) = claims.next(), if !claims.is_empty() => {
-                    reserved = reserved.saturating_sub(done.asked);
-                    pace.claim(done.took);
-                    match done.answer {
-                        ClaimAnswer::Claimed { jobs, not_started } => {
-                            if let Some((since, _)) = failing.take() {
-                                let ms = u64::try_from(since.elapsed().as_millis()).unwrap_or(u64::MAX);
-                                tracing::warn!(failing_ms = ms, "claims succeed again");
-                            }
-                            let asked = done.asked;
-                            report.not_started += not_started;
-                            if self.until_idle && done.idle && asked > 0 && jobs.is_empty() && not_started == 0 {
-                                if claims.is_empty() {
-                                    break; // drained
-                                }
-                                // Another claim still in flight may hold the jobs this one
-                                // skipped (SKIP LOCKED): the next idle claim decides.
-                                want_claim = true;
-                            }
-                            // More work is likely waiting when the claim got all it asked for.
-                            busy = asked > 0 && jobs.len() + usize::try_from(not_started).unwrap_or(0) == asked;
-                            admit(jobs, done.deadline, &running, &mut waiting);
-                        }
-                        ClaimAnswer::Failed(error, sent) => {
-                            self.claim_failed(&mut failing, error.to_string());
-                            busy = false;
-                            acks.splice(0..0, sent);
-                            not_before = Some(Instant::now() + self.poll.min(Duration::from_secs(1)));
-                            want_claim = true;
-                        }
-                        ClaimAnswer::NoAnswer(sent) => {
-                            self.claim_failed(
-                                &mut failing,
-                                "no answer before the claim's lease would have run out (jobs it \
-                                 may have claimed come back through the reaper, attempt not \
-                                 counted)"
-                                    .to_owned(),
-                            );
-                            acks.splice(0..0, sent);
-                            want_claim = true;
-                        }
+                Some(done) = d.claims.next(), if !d.claims.is_empty() => {
+                    if d.claimed(&self, done) {
+                        break; // drained
                     }
                 }
-                Some(f) = finished_rx.recv() => {
-                    pace.handler(&f);
-                    self.settle(f, &running, &mut acks, &mut give_back, &mut report).await;
-                    want_claim = true;
-                }
-                _ = wake.notified() => want_claim = true,
-                () = sleep_until(not_before.unwrap_or_else(|| Instant::now() + self.poll)) => want_claim = true,
+                Some(f) = finished_rx.recv() => d.settle(&self, f).await,
+                _ = wake.notified() => d.want_claim = true,
+                () = sleep_until(d.not_before.unwrap_or_else(|| Instant::now() + self.poll)) => d.want_claim = true,
                 () = sleep_until(give_up_at.unwrap_or_else(Instant::now)), if give_up_at.is_some() => {
-                    gave_up = failing.take().map(|(_, error)| error);
+                    gave_up = d.failing.take().map(|(_, error)| error);
                     break;
                 }
                 _ = shutdown.cancelled() => {}
@@ -623,22 +499,18 @@ impl Worker {
         // by its jobs' deadline). Claimed jobs get the grace period, then are asked to stop
         // and get `kill_after` more; those still waiting for a handler when the grace ends
         // are handed back without having run.
-        while let Some(done) = claims.next().await {
-            match done.answer {
-                ClaimAnswer::Claimed {
-                    jobs, not_started, ..
-                } => {
-                    report.not_started += not_started;
-                    admit(jobs, done.deadline, &running, &mut waiting);
-                }
-                ClaimAnswer::Failed(_, sent) | ClaimAnswer::NoAnswer(sent) => acks.extend(sent),
-            }
-        }
+        d.drain_claims().await;
         let mut until = Instant::now() + self.grace;
         let mut asked_to_stop = false;
         loop {
             if !asked_to_stop {
-                start_waiting(&mut waiting, &slots, &running, &mut report, &mut spawn_job);
+                start_waiting(
+                    &mut d.waiting,
+                    &slots,
+                    &running,
+                    &mut d.report,
+                    &mut spawn_job,
+                );
             }
             if running
                 .lock()
@@ -648,13 +520,10 @@ impl Worker {
                 break;
             }
             match tokio::time::timeout_at(until, finished_rx.recv()).await {
-                Ok(Some(f)) => {
-                    self.settle(f, &running, &mut acks, &mut give_back, &mut report)
-                        .await
-                }
+                Ok(Some(f)) => d.settle_only(&self, f).await,
                 Err(_) if !asked_to_stop => {
                     asked_to_stop = true;
-                    hand_back_waiting(&mut waiting, &running, &mut give_back);
+                    hand_back_waiting(&mut d.waiting, &running, &mut d.give_back);
                     grace_over.cancel();
                     until = Instant::now() + self.kill_after;
                 }
@@ -663,11 +532,10 @@ impl Worker {
         }
         // Executions that ended as the grace ran out: booked, not handed back.
         while let Ok(f) = finished_rx.try_recv() {
-            self.settle(f, &running, &mut acks, &mut give_back, &mut report)
-                .await;
+            d.settle_only(&self, f).await;
         }
-        if !acks.is_empty()
-            && let Err(error) = self.queue.complete(&acks).await
+        if !d.acks.is_empty()
+            && let Err(error) = self.queue.protocol().complete(&d.acks).await
         {
             tracing::warn!(%error, "acknowledging finished jobs failed; the reaper will retry them");
         }
@@ -690,10 +558,10 @@ impl Worker {
                 })
                 .collect()
         };
-        give_back.extend(unfinished);
-        if !give_back.is_empty() {
-            match self.queue.hand_back(&give_back).await {
-                Ok(handed_back) => report.handed_back = handed_back,
+        d.give_back.extend(unfinished);
+        if !d.give_back.is_empty() {
+            match self.queue.protocol().hand_back(&d.give_back).await {
+                Ok(handed_back) => d.report.handed_back = handed_back,
                 Err(e) if gave_up.is_none() => return Err(e),
                 Err(_) => {} // the reaper rescues them; the reason to report is the one below
             }
@@ -707,6 +575,7 @@ impl Worker {
             while tasks.join_next().await.is_some() {}
         })
         .await;
+        let mut report = d.report;
         report.cancelled += taken.cancelled.load(Relaxed);
         report.lease_lost += taken.lease_lost.load(Relaxed);
         if let (Some(error), Some(limit)) = (gave_up, self.give_up) {
