@@ -8,7 +8,7 @@ use std::time::{Duration, SystemTime};
 use lockwise::queue::{JobId, JobInfo, JobState, Stats};
 use serde_json::{Value, json};
 
-use super::{Conn, Store, open};
+use super::conn::{Conn, Store, open};
 use crate::exit::{self, Failure};
 
 /// `s` on one line, every control character written as an escape (`\n`, `\t`, `\u{1b}`…), so
