@@ -66,22 +66,28 @@
 //! Groups work on every lock backend: `memory:` (one process), `file://` (processes on one
 //! machine), `redis://`, `postgres://` and `mysql://`.
 
+mod assignment;
+mod driver;
 mod file;
 pub mod hash;
 mod member;
 #[cfg(feature = "mysql")]
 mod mysql;
+mod options;
 #[cfg(feature = "postgres")]
 mod postgres;
 #[cfg(feature = "redis")]
 mod redis;
 mod roster;
+mod shared;
 
 use std::sync::Arc;
 use std::time::Duration;
 
+pub use assignment::Assignment;
 pub use hash::{key_hash, rendezvous_owner, static_owner, weight};
-pub use member::{Assignment, KeyHold, Member, MemberOptions};
+pub use member::{KeyHold, Member};
+pub use options::MemberOptions;
 
 use crate::backend::AnyBackend;
 use crate::error::{Error, Result};
@@ -227,7 +233,7 @@ impl Group {
         let mut members = Vec::new();
         for (id, record) in &roster.members {
             let probe =
-                member::probe(&**self.locker.backend(), &member_key(&self.name, id)).await?;
+                driver::probe(&**self.locker.backend(), &member_key(&self.name, id)).await?;
             members.push(MemberStatus {
                 id: id.clone(),
                 pid: record.pid,
