@@ -5,7 +5,6 @@ use std::collections::BTreeSet;
 use std::sync::Arc;
 use std::time::Duration;
 
-
 use super::roster::{Roster, RosterStore};
 use super::shared::Shared;
 use super::{Group, member_key};

@@ -25,7 +25,7 @@ impl MemberOptions {
 
     /// The number of keys the group partitions (at least 1). The first member that names one
     /// stores it in the roster; a member that names another is refused with
-    /// [`Error::KeySpaceMismatch`], so no two members assign keys over different spaces. Read
+    /// [`Error::KeySpaceMismatch`](crate::Error::KeySpaceMismatch), so no two members assign keys over different spaces. Read
     /// it back with [`Group::status`](super::Group::status). Unset (the default), nothing is
     /// checked.
     ///
