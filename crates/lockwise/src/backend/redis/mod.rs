@@ -18,32 +18,33 @@
 //! try, then wait at most the PTTL that their failed attempt returned (expiry publishes
 //! nothing); after a reconnect the subscriptions are renewed and every waiter retries at once.
 
-use std::collections::HashMap;
-use std::sync::{Arc, LazyLock, Mutex, PoisonError};
+use std::sync::{Arc, LazyLock};
 use std::time::Duration;
 
 use async_trait::async_trait;
 use redis::aio::{ConnectionManager, ConnectionManagerConfig};
-use redis::{Client, ProtocolVersion, PushInfo, PushKind, Script, Value};
-use tokio::sync::watch;
+use redis::{Client, ProtocolVersion, Script};
 
 use super::{Attempt, Backend, ReleaseWatch};
 use crate::error::{Error, Result};
 use crate::lease::{FencingToken, OwnerToken};
 use crate::url::redact_url;
+use events::{Events, EventsState};
+
+mod events;
 
 static ACQUIRE: LazyLock<Script> =
-    LazyLock::new(|| Script::new(include_str!("../../lua/acquire.lua")));
+    LazyLock::new(|| Script::new(include_str!("../../../lua/acquire.lua")));
 static RELEASE: LazyLock<Script> =
-    LazyLock::new(|| Script::new(include_str!("../../lua/release.lua")));
+    LazyLock::new(|| Script::new(include_str!("../../../lua/release.lua")));
 static FENCED_SET: LazyLock<Script> =
-    LazyLock::new(|| Script::new(include_str!("../../lua/fenced_set.lua")));
+    LazyLock::new(|| Script::new(include_str!("../../../lua/fenced_set.lua")));
 static RESEED: LazyLock<Script> =
-    LazyLock::new(|| Script::new(include_str!("../../lua/reseed.lua")));
+    LazyLock::new(|| Script::new(include_str!("../../../lua/reseed.lua")));
 static EXTEND: LazyLock<Script> =
-    LazyLock::new(|| Script::new(include_str!("../../lua/extend.lua")));
+    LazyLock::new(|| Script::new(include_str!("../../../lua/extend.lua")));
 static FORGET_FENCE: LazyLock<Script> =
-    LazyLock::new(|| Script::new(include_str!("../../lua/forget_fence.lua")));
+    LazyLock::new(|| Script::new(include_str!("../../../lua/forget_fence.lua")));
 
 /// The namespace prefix used unless [`RedisBuilder::prefix`] says otherwise.
 pub const DEFAULT_PREFIX: &str = "lockwise";
@@ -559,142 +560,6 @@ impl Backend for RedisBackend {
     }
 }
 
-enum EventsState {
-    NotYet,
-    Open(Events),
-    Failed(std::time::Instant),
-}
-
-/// The waiters' pub/sub connection (RESP3, so that messages arrive as pushes on a connection
-/// manager that reconnects and resubscribes by itself).
-#[derive(Clone)]
-struct Events {
-    conn: ConnectionManager,
-    channels: Channels,
-    /// SUBSCRIBE and UNSUBSCRIBE run one at a time, so an unsubscribe decided on a channel
-    /// that has no waiter can never overtake the subscribe of a waiter that just arrived.
-    ordering: Arc<tokio::sync::Mutex<()>>,
-    handle: tokio::runtime::Handle,
-}
-
-struct Channel {
-    released: watch::Sender<u64>,
-    waiters: usize,
-}
-
-type Channels = Arc<Mutex<HashMap<String, Channel>>>;
-
-impl Events {
-    async fn connect(client: Client) -> redis::RedisResult<Self> {
-        let channels: Channels = Arc::default();
-        let dispatch = channels.clone();
-        let config = ConnectionManagerConfig::new()
-            .set_connection_timeout(Some(Duration::from_secs(2)))
-            .set_response_timeout(Some(Duration::from_secs(2)))
-            .set_number_of_retries(1)
-            .set_automatic_resubscription()
-            .set_push_sender(move |push: PushInfo| {
-                on_push(&dispatch, push);
-                Ok::<(), std::convert::Infallible>(())
-            });
-        let conn = ConnectionManager::new_with_config(client, config).await?;
-        Ok(Events {
-            conn,
-            channels,
-            ordering: Arc::default(),
-            handle: tokio::runtime::Handle::current(),
-        })
-    }
-
-    async fn subscribe(&self, channel: &str) -> redis::RedisResult<ReleaseWatch> {
-        let rx = {
-            let mut channels = self.channels.lock().unwrap_or_else(PoisonError::into_inner);
-            let entry = channels
-                .entry(channel.to_owned())
-                .or_insert_with(|| Channel {
-                    released: watch::channel(0).0,
-                    waiters: 0,
-                });
-            entry.waiters += 1;
-            entry.released.subscribe()
-        };
-        let unsubscribe = Unsubscribe {
-            events: self.clone(),
-            channel: channel.to_owned(),
-        };
-        // SUBSCRIBE is idempotent; every waiter sends it so none waits before it is confirmed.
-        let _ordered = self.ordering.lock().await;
-        self.conn.clone().subscribe(channel).await?;
-        Ok(ReleaseWatch::new(rx, Some(Box::new(unsubscribe))))
-    }
-}
-
-fn on_push(channels: &Channels, push: PushInfo) {
-    let channels = channels.lock().unwrap_or_else(PoisonError::into_inner);
-    match push.kind {
-        PushKind::Message => {
-            if let Some(Value::BulkString(name)) = push.data.first() {
-                let name = String::from_utf8_lossy(name);
-                if let Some(channel) = channels.get(name.as_ref()) {
-                    channel.released.send_modify(|n| *n += 1);
-                }
-            }
-        }
-        // A release may have been missed while disconnected: let every waiter retry.
-        PushKind::Disconnection => {
-            for channel in channels.values() {
-                channel.released.send_modify(|n| *n += 1);
-            }
-        }
-        _ => {}
-    }
-}
-
-/// Drops a waiter's interest in a channel; the last one out unsubscribes.
-struct Unsubscribe {
-    events: Events,
-    channel: String,
-}
-
-impl Drop for Unsubscribe {
-    fn drop(&mut self) {
-        let last = {
-            let mut channels = self
-                .events
-                .channels
-                .lock()
-                .unwrap_or_else(PoisonError::into_inner);
-            match channels.get_mut(&self.channel) {
-                Some(entry) if entry.waiters <= 1 => {
-                    channels.remove(&self.channel);
-                    true
-                }
-                Some(entry) => {
-                    entry.waiters -= 1;
-                    false
-                }
-                None => false,
-            }
-        };
-        if !last {
-            return;
-        }
-        let events = self.events.clone();
-        let channel = std::mem::take(&mut self.channel);
-        self.events.handle.spawn(async move {
-            let _ordered = events.ordering.lock().await;
-            let unused = !events
-                .channels
-                .lock()
-                .unwrap_or_else(PoisonError::into_inner)
-                .contains_key(&channel);
-            if unused {
-                let _ = events.conn.clone().unsubscribe(&channel).await;
-            }
-        });
-    }
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -710,8 +575,9 @@ mod tests {
     fn scripts_are_pinned() {
         assert_eq!(ACQUIRE.get_hash().len(), 40);
         assert!(
-            include_str!("../../lua/release.lua").contains("redis.call('GET', KEYS[1]) == ARGV[1]")
+            include_str!("../../../lua/release.lua")
+                .contains("redis.call('GET', KEYS[1]) == ARGV[1]")
         );
-        assert!(include_str!("../../lua/extend.lua").contains("PEXPIRE"));
+        assert!(include_str!("../../../lua/extend.lua").contains("PEXPIRE"));
     }
 }
