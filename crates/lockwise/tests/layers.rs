@@ -144,7 +144,7 @@ fn expand(tree: &str) -> Vec<String> {
     parts
         .into_iter()
         .filter(|p| !p.trim().is_empty())
-        .flat_map(|p| expand(p))
+        .flat_map(expand)
         .map(|p| format!("{prefix}{p}"))
         .collect()
 }
