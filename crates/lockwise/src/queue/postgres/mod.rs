@@ -21,8 +21,7 @@
 //! Why: a queue that updates one row per job in place leaves a dead row version per claim
 //! and per completion, and only VACUUM removes them. Under sustained load they pile up faster
 //! than autovacuum (one visit a minute by default) clears them, and every claim's index scan
-//! wades through them (measured: 494k dead tuples in 90 s, and throughput falling as the
-//! backlog grew). Here the per-job deletes happen in `ready` and `leases`, which are
+//! wades through them, slower as the backlog grows. Here the per-job deletes happen in `ready` and `leases`, which are
 //! LIST-partitioned **rings** (16 segments of 500 ready rows, 32 of 100 leases): a row's
 //! segment is a function of a ticket drawn from a sequence by the column's DEFAULT, so
 //! enqueueing stays a plain `INSERT` (inside the caller's transaction too). Once the claims
@@ -33,10 +32,9 @@
 //! `done` is insert-only, so it has no dead versions until history is pruned; `stats`
 //! counts it from per-10-second sealed counts plus the newest rows, never the whole history.
 //! `scheduled`, `dead` and `keys` are written at the rate of delays, failures and keys, not
-//! at the job rate. Measured under the load (8 handlers, 1 ms jobs, 4,000 deep): no
-//! table above ~1,500 dead tuples in the test, against 22k for the previous layout; two 120 s
-//! release runs peaked at 973 and 1,125. At 32 handlers the rings wrap in under a second,
-//! faster than the statistics and the truncations follow (2.7–4.8k).
+//! at the job rate. So dead tuples stay bounded under sustained load (`lockwise bench
+//! dead-tuples`, figures in `docs/performance.md`); at many handlers the rings wrap in under a
+//! second, faster than the statistics and the truncations follow, and the bound is higher.
 //!
 //! The price, and the limits:
 //! - every job is written three times (ready, leases, done) instead of once and updated
@@ -47,7 +45,7 @@
 //!   (heartbeat, failure, hand-back, reap, cancel, which go through the ring's parent). A
 //!   lock request that *waits* is queued ahead of every later claim, so the lock is asked
 //!   for with NOWAIT, and only after five rounds in a row that left a drained segment does
-//!   a round wait (20 ms at most): draining a 100k backlog went from 26k to 28–35k jobs/s.
+//!   a round wait (20 ms at most), which drains a backlog faster than waiting every round.
 //!   Lease segments are truncated one per statement, so that the clock does not come round
 //!   to a segment that a long truncation of many still holds;
 //! - a ring holds 8,000 ready rows (16 × 500) and 3,200 leases (32 × 100) before its clock

@@ -62,10 +62,9 @@ impl PgDriver {
     /// one stop. The lease ring's go one per statement: a statement holds every segment it
     /// truncated (ACCESS EXCLUSIVE) until it commits, and a truncation costs a few
     /// milliseconds per segment (new files for the table and its index). One statement for
-    /// the whole lease ring was measured at 74 ms for 28 segments, 150 ms when it waited for
-    /// locks, while the clock moves a segment every 5 ms at 20k jobs/s: it came round to
-    /// segments the statement held, and the claims that wrote there waited (sampled in
-    /// `pg_locks` during 100k drains: 26 to 105 waits, 0 to 9 since).
+    /// the whole lease ring would hold its segments for tens of milliseconds, while the clock
+    /// moves a segment every 5 ms at 20k jobs/s: it would come round to segments the
+    /// statement holds, and the claims that write there would wait.
     ///
     /// Once `stop` is cancelled no further statement goes out: a stopping worker waits for
     /// the statement in flight only, where a whole round took up to 190 ms at the end of a

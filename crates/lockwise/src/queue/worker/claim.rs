@@ -75,9 +75,8 @@ pub(super) enum ClaimAnswer {
 impl ClaimRequest {
     /// [`send`](Self::send) on a task of its own: decoding the claim's rows and confirming
     /// its jobs then use a core beside the worker's loop, which starts and books every job
-    /// (with no-op jobs, one worker's loop on one core was the bottleneck: 30k jobs/s where
-    /// eight workers of one handler reached 36k). The task is aborted if the worker's future
-    /// is dropped, as the claim was before.
+    /// and is otherwise the bottleneck of short jobs. The task is aborted if the worker's
+    /// future is dropped, as the claim was before.
     pub(super) async fn send_on_own_task(self) -> ClaimDone {
         let task = AbortOnDropHandle::new(tokio::spawn(self.send()));
         match task.await {

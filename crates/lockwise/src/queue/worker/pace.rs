@@ -16,10 +16,10 @@ pub(super) fn claims_in_flight(concurrency: usize) -> usize {
 /// The most claims in flight at once, and always while short jobs are prefetched.
 pub(super) const MAX_CLAIMS: usize = 16;
 
-/// The most jobs a worker claims ahead by default. Draining 100k no-op jobs with one Worker
-/// of 8 handlers: 45.9k jobs/s with 2,000 (one bench run), 48.8–51.4k with 3,000 (two),
-/// where 8 Workers of one handler ran at 46.9k and 50.2–50.3k. It stays below the 3,200
-/// leases of the PostgreSQL lease ring, so that one worker's prefetch alone does not fill it.
+/// The most jobs a worker claims ahead by default: enough that one worker of many handlers
+/// drains short jobs as fast as as many workers of one handler each (the measurements are in
+/// `docs/performance.md`), and below the 3,200 leases of the PostgreSQL lease ring, so that
+/// one worker's prefetch alone does not fill it.
 pub(super) const MAX_PREFETCH: usize = 3_000;
 
 /// Claim round trips: a job is short (worth prefetching) when it runs no longer than this
@@ -35,10 +35,8 @@ pub(super) const SHORT_JOBS_BATCH: usize = 100;
 /// or more of 500 for a prefetch above 2,000.
 const CLAIMS_AHEAD: usize = 4;
 
-/// The largest default claim while short jobs are prefetched. Larger is not faster: draining
-/// 100k no-op jobs, two claims of 1,000 in flight ran at 15k jobs/s where four of 500 ran at
-/// 41–43k, and eight of 250 at 36–42k (the cause of the drop at 1,000 is not known; a
-/// statement over ~16 KB is one suspect, see the README's bulk enqueue figures).
+/// The largest default claim while short jobs are prefetched: larger claims drain short jobs
+/// slower, not faster (`docs/performance.md`; why is not known).
 const MAX_AHEAD_BATCH: usize = 500;
 
 /// The size of each claim while short jobs are prefetched, `ahead` jobs held ahead of the
@@ -48,9 +46,9 @@ const MAX_AHEAD_BATCH: usize = 500;
 /// A claim costs about as much again as the jobs it moves (on PostgreSQL its plan spans
 /// every ready segment, and is planned again in each connection after a segment's
 /// truncation or an ANALYZE), and claims in flight side by side skip each other's locked
-/// rows. Draining 10k no-op jobs, four claims of 375–500 took 20–30 % less server CPU and
-/// time than sixteen of 100 holding as many jobs; with 1 ms jobs the prefetch is about a
-/// batch, and the claims stay at 100 (fewer leases held, sooner truncated).
+/// rows: a few large claims cost the server less than many small ones holding as many jobs.
+/// With jobs of a few milliseconds the prefetch is about a batch, and the claims stay at
+/// [`SHORT_JOBS_BATCH`] (fewer leases held, sooner truncated).
 pub(super) fn ahead_batch(set: Option<usize>, least: usize, ahead: usize) -> usize {
     match set {
         Some(n) => n,
