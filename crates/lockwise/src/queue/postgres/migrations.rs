@@ -14,6 +14,12 @@ use crate::error::{Error, Result};
 /// ([`migration_sql`]), so that no later edit of another file changes what an old migration
 /// does. A change to the schema or to a function is a new migration, never an edit of one
 /// that databases may have applied.
+///
+/// The function bodies of v5.sql, v7.sql, v9.sql and v10.sql were once assembled at run time
+/// from templates (ack.sql, claim.sql, claim_any.sql, claim_moved.sql, confirm_started.sql,
+/// confirm_locked.sql, lease_segments.sql), which their comments still name: those files are
+/// in the repository's history, and each function's text is now in the migration that last
+/// replaced it.
 pub(super) const MIGRATIONS: &[(i32, &str)] = &[
     (1, include_str!("../../../sql/postgres/queue/v1.sql")),
     (2, include_str!("../../../sql/postgres/queue/v2.sql")),
