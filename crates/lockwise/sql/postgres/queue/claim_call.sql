@@ -1,6 +1,7 @@
--- One claim through the schema's function (v5.sql: ack.sql, then claim.sql, with generic
--- plans). $1 queue, $2 batch size, $3 lease (seconds), $4 worker id, $5 finished job ids,
--- $6 their attempts, $7 their lease segments (NULL where unknown)
+-- One claim through the schema's function `claim` (as v9.sql last replaced it: the
+-- acknowledgements, then the claim, with generic plans). $1 queue, $2 batch size, $3 lease
+-- (seconds), $4 worker id, $5 finished job ids, $6 their attempts, $7 their lease segments
+-- (NULL where unknown)
 SELECT claimed_id AS id, claimed_queue AS queue, claimed_payload AS payload,
        claimed_attempt AS attempt, claimed_max_attempts AS max_attempts, claimed_seg AS seg
   FROM {schema}.claim($1, $2, $3, $4, $5, $6, $7)

@@ -1,14 +1,25 @@
 //! The versioned migrations of the queue schema, and applying them.
 
+use sqlx::AssertSqlSafe;
 use sqlx::Connection;
 use sqlx::postgres::PgConnection;
 
 use super::PgDriver;
-use super::statements::{migration_text, q};
-use crate::db::postgres::ADVISORY_CLASS;
+use super::statements::q;
+use crate::db::postgres::{ADVISORY_CLASS, Schema};
 use crate::error::{Error, Result};
 
-/// The versioned migrations of the queue schema.
+/// The versioned migrations of the queue schema. Each file is the literal SQL the migration
+/// runs, history rather than a template: its only placeholders are `{schema}` and `{channel}`
+/// ([`migration_sql`]), so that no later edit of another file changes what an old migration
+/// does. A change to the schema or to a function is a new migration, never an edit of one
+/// that databases may have applied.
+///
+/// The function bodies of v5.sql, v7.sql, v9.sql and v10.sql were once assembled at run time
+/// from templates (ack.sql, claim.sql, claim_any.sql, claim_moved.sql, confirm_started.sql,
+/// confirm_locked.sql, lease_segments.sql), which their comments still name: those files are
+/// in the repository's history, and each function's text is now in the migration that last
+/// replaced it.
 pub(super) const MIGRATIONS: &[(i32, &str)] = &[
     (1, include_str!("../../../sql/postgres/queue/v1.sql")),
     (2, include_str!("../../../sql/postgres/queue/v2.sql")),
@@ -24,6 +35,12 @@ pub(super) const MIGRATIONS: &[(i32, &str)] = &[
 
 /// The newest migration in [`MIGRATIONS`].
 pub(super) const LATEST: i32 = MIGRATIONS[MIGRATIONS.len() - 1].0;
+
+/// `text`, a migration of [`MIGRATIONS`], for one schema: its NOTIFY channel, then its quoted
+/// name, filled in.
+pub(super) fn migration_sql(text: &str, schema: &Schema, channel: &str) -> AssertSqlSafe<String> {
+    schema.sql(&text.replace("{channel}", channel))
+}
 
 impl PgDriver {
     /// The newest queue migration applied to the schema, `None` when its migrations table is
@@ -63,8 +80,7 @@ impl PgDriver {
             if current.is_some_and(|c| c >= *version) {
                 continue;
             }
-            let text = migration_text(text, &self.channel);
-            sqlx::raw_sql(self.schema.sql(&text))
+            sqlx::raw_sql(migration_sql(text, &self.schema, &self.channel))
                 .execute(&mut *tx)
                 .await?;
             sqlx::query(q(&self.sql.migration_applied))

@@ -9,7 +9,8 @@ use super::statements::q;
 use crate::db::postgres::ADVISORY_CLASS;
 use crate::error::Result;
 
-/// The rings, as baked into their segment DEFAULTs (v4.sql, and v5.sql for leases):
+/// The rings, as baked into their segment DEFAULTs (v4.sql, and v5.sql for leases) and, for
+/// leases, into the functions of v5.sql, v7.sql, v9.sql and v10.sql, which name each segment:
 /// `(ring, segments, rows per segment)`.
 pub(super) const RINGS: [(&str, i64, i64); 2] = [("ready", 16, 500), ("leases", 32, 100)];
 
@@ -20,9 +21,6 @@ pub(super) const NOWAIT_ROUNDS: u32 = 5;
 /// How long a waiting truncation waits for each segment's lock, in ms: a claim asking for
 /// the segment after it waits that long too.
 pub(super) const TRUNCATION_WAIT_MS: i32 = 20;
-
-/// The segments of the lease ring, which v5.sql's functions name one by one.
-pub(super) const LEASE_SEGMENTS: i64 = RINGS[1].1;
 
 /// Whether segment `seg` of a ring of `segments` segments of `rows_per_segment` rows is one
 /// the maintenance leaves alone at `clock` (the ring's last ticket): the segment the clock is

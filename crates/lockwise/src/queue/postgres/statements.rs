@@ -2,7 +2,7 @@
 
 use sqlx::AssertSqlSafe;
 
-use super::rings::{LEASE_SEGMENTS, RINGS};
+use super::rings::RINGS;
 use crate::db::postgres::Schema;
 
 /// The SQL of one queue schema, with the schema name (and channel) filled in once.
@@ -123,126 +123,12 @@ pub(super) fn clock_of(ring: &str) -> &'static str {
     }
 }
 
-/// A migration with its placeholders filled in: the NOTIFY channel, the bodies of v5.sql's
-/// functions (and of their replacements in v7.sql, v9.sql and v10.sql), and the look-up of lease
-/// segments.
-pub(super) fn migration_text(text: &str, channel: &str) -> String {
-    let ack = include_str!("../../../sql/postgres/queue/ack.sql");
-    let on = |ids: &str, attempts: &str, segs: &str| {
-        ack.replace("{ids}", ids)
-            .replace("{attempts}", attempts)
-            .replace("{segs}", segs)
-    };
-    let count = "GET DIAGNOSTICS moved = ROW_COUNT;\ntotal := total + moved;\n";
-    let moved = moved();
-    let last = (LEASE_SEGMENTS - 1).to_string();
-    let segments = without_comments(include_str!(
-        "../../../sql/postgres/queue/lease_segments.sql"
-    ))
-    .replace("{last}", &last);
-    let segments_of = |ids: &str, attempts: &str, segs: &str| {
-        segments
-            .replace("{ids}", ids)
-            .replace("{attempts}", attempts)
-            .replace("{segs}", segs)
-    };
-    let branches = |ids: &str, attempts: &str, segs: &str| {
-        segment_branches(&on(ids, attempts, segs), "", count)
-    };
-    text.replace("{channel}", channel)
-        .replace("{last}", &last)
-        .replace("{segments}", &segments_of("$1", "$2", "$3"))
-        .replace("{finished_segments}", &segments_of("$5", "$6", "$7"))
-        .replace("{ack}", &branches("$1", "$2", "$3"))
-        .replace("{ack_finished}", &branches("$5", "$6", "$7"))
-        // v9.sql's functions: by the segments they looked up, in their variable `segs`.
-        .replace("{ack_of_segs}", &branches("$1", "$2", "segs"))
-        .replace("{ack_finished_of_segs}", &branches("$5", "$6", "segs"))
-        // v10.sql's function: confirm_locked.sql by the segments it looked up.
-        .replace(
-            "{confirm_of_segs}",
-            &segment_branches(
-                &include_str!("../../../sql/postgres/queue/confirm_locked.sql")
-                    .replace("{ids}", "$1")
-                    .replace("{attempts}", "$2")
-                    .replace("{segs}", "segs"),
-                "RETURN QUERY\n",
-                "",
-            ),
-        )
-        .replace(
-            "{confirm}",
-            &segment_branches(
-                include_str!("../../../sql/postgres/queue/confirm_started.sql"),
-                "RETURN QUERY\n",
-                "",
-            ),
-        )
-        .replace(
-            "{claim}",
-            &include_str!("../../../sql/postgres/queue/claim.sql").replace("{moved}", &moved),
-        )
-        .replace(
-            "{claim_any}",
-            &include_str!("../../../sql/postgres/queue/claim_any.sql").replace("{moved}", &moved),
-        )
-}
-
-/// The claims' `{moved}`: claim_moved.sql (without its comment) once per ready segment, then
-/// `moved`, the union of what they deleted.
-pub(super) fn moved() -> String {
-    let one = without_comments(include_str!("../../../sql/postgres/queue/claim_moved.sql"));
-    let segments = RINGS[0].1;
-    let deletes: Vec<String> = (0..segments)
-        .map(|k| one.replace("{k}", &k.to_string()))
-        .collect();
-    let union: Vec<String> = (0..segments)
-        .map(|k| format!("SELECT * FROM moved_{k}"))
-        .collect();
-    format!(
-        "{}\nmoved AS (\n    {}\n),",
-        deletes.join("\n"),
-        union.join("\n    UNION ALL ")
-    )
-}
-
 /// `sql` without its comment lines.
 pub(super) fn without_comments(sql: &str) -> String {
     sql.lines()
         .filter(|line| !line.starts_with("--"))
         .collect::<Vec<_>>()
         .join("\n")
-}
-
-/// `statement` (ack.sql or confirm_started.sql, without its comment) once per lease
-/// segment, as the branches of a plpgsql `IF` on the variable `k`, the segment: the
-/// segment's own table for a known segment, the ring's parent for jobs whose segment is not
-/// known (NULL) or not one of the ring's. Each branch is `lead`, the statement, then `after`.
-pub(super) fn segment_branches(statement: &str, lead: &str, after: &str) -> String {
-    let body = without_comments(statement);
-    let branch = |test: String, leases: String, segment: String| {
-        let statement = body
-            .replace("{leases}", &leases)
-            .replace("{segment}", &segment);
-        format!("{test} THEN\n{lead}{statement};\n{after}")
-    };
-    let mut branches = vec![branch(
-        "IF k IS NULL".into(),
-        "{schema}.leases".into(),
-        "f.seg IS NULL".into(),
-    )];
-    branches.extend((0..LEASE_SEGMENTS).map(|k| {
-        branch(
-            format!("ELSIF k = {k}"),
-            format!("{{schema}}.leases_{k}"),
-            format!("f.seg = {k}"),
-        )
-    }));
-    // A segment outside the ring (a hint from a ring of another size): through the parent.
-    let last = branch("ELSE".into(), "{schema}.leases".into(), "f.seg = k".into());
-    branches.push(last.replacen("ELSE THEN", "ELSE", 1));
-    branches.push("END IF;".into());
-    branches.join("\n")
 }
 
 /// `sqlx` wants to be told that a prepared, schema-filled statement is safe.
