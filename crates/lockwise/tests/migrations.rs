@@ -346,13 +346,14 @@ async fn old_jobs_go_on(q: &Queue, ids: &HashMap<&str, JobId>) {
 
     let live = ids["live"];
     assert_eq!(
-        q.heartbeat(&[(live, 1)], Duration::from_secs(30))
+        q.protocol()
+            .heartbeat(&[(live, 1)], Duration::from_secs(30))
             .await
             .unwrap(),
         vec![live]
     );
-    assert_eq!(q.complete(&[(live, 1)]).await.unwrap(), 1);
-    assert_eq!(q.reap().await.unwrap(), 1, "the expired lease");
+    assert_eq!(q.protocol().complete(&[(live, 1)]).await.unwrap(), 1);
+    assert_eq!(q.protocol().reap().await.unwrap(), 1, "the expired lease");
     assert_eq!(
         q.job(ids["expired"]).await.unwrap().unwrap().state,
         JobState::Ready
@@ -365,6 +366,7 @@ async fn old_jobs_go_on(q: &Queue, ids: &HashMap<&str, JobId>) {
     assert!(q.retry(ids["dead"]).await.unwrap());
 
     let claimed = q
+        .protocol()
         .claim("new", 100, Duration::from_secs(30), &[])
         .await
         .unwrap();
@@ -383,13 +385,13 @@ async fn old_jobs_go_on(q: &Queue, ids: &HashMap<&str, JobId>) {
     );
     assert!(attempts[&ids["dead"]] > 5, "{claimed:?}");
     let running: Vec<(JobId, i32)> = attempts.into_iter().collect();
-    let mut confirmed = q.confirm_started(&running).await.unwrap();
+    let mut confirmed = q.protocol().confirm_started(&running).await.unwrap();
     confirmed.sort();
     assert_eq!(
         confirmed,
         running.iter().map(|(id, _)| *id).collect::<Vec<_>>()
     );
-    assert_eq!(q.complete(&running).await.unwrap(), 4);
+    assert_eq!(q.protocol().complete(&running).await.unwrap(), 4);
 
     let new = q.enqueue(Job::new(json!({ "n": "new" }))).await.unwrap();
     assert!(

@@ -103,6 +103,11 @@ use crate::queue::{
     utc_errors,
 };
 
+/// The rings, as baked into their segment DEFAULTs (v4.sql, and v5.sql for leases) and, for
+/// leases, into the functions of v5.sql, v7.sql, v9.sql and v10.sql, which name each segment:
+/// `(ring, segments, rows per segment)`.
+pub(super) const RINGS: [(&str, i64, i64); 2] = [("ready", 16, 500), ("leases", 32, 100)];
+
 /// How often the finished history's counts are sealed (its buckets are 10 s).
 const SEAL_EVERY: Duration = Duration::from_secs(5);
 

@@ -4,15 +4,10 @@ use std::sync::atomic::Ordering::Relaxed;
 
 use tokio_util::sync::CancellationToken;
 
-use super::PgDriver;
 use super::statements::q;
+use super::{PgDriver, RINGS};
 use crate::db::postgres::ADVISORY_CLASS;
 use crate::error::Result;
-
-/// The rings, as baked into their segment DEFAULTs (v4.sql, and v5.sql for leases) and, for
-/// leases, into the functions of v5.sql, v7.sql, v9.sql and v10.sql, which name each segment:
-/// `(ring, segments, rows per segment)`.
-pub(super) const RINGS: [(&str, i64, i64); 2] = [("ready", 16, 500), ("leases", 32, 100)];
 
 /// Maintenance rounds in a row that may leave a drained segment of a ring untruncated
 /// because its lock was not free at once (NOWAIT) before one round waits for it.

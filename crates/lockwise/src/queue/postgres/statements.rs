@@ -2,7 +2,7 @@
 
 use sqlx::AssertSqlSafe;
 
-use super::rings::RINGS;
+use super::RINGS;
 use crate::db::postgres::Schema;
 
 /// The SQL of one queue schema, with the schema name (and channel) filled in once.
