@@ -11,12 +11,10 @@ use nix::sys::signal::{Signal, kill};
 use nix::unistd::Pid;
 
 use super::backend::LabBackend;
-use super::children;
 use super::client::Proc;
 use super::error::{LabError, LabResult};
 use super::judge::is_acquired;
-use super::report::{Outcome, Report, Variant};
-use super::scenarios::{Backends, Scenario};
+use super::report::{Outcome, Variant};
 use super::timeline;
 
 /// What an actor needs besides its role, the lock backend and the key.
@@ -89,37 +87,9 @@ impl Lab {
         }
     }
 
-    /// Runs one scenario and reports it; a scenario that cannot finish is reported with the
-    /// events recorded until then.
-    pub(super) async fn run(&self, scenario: &'static Scenario) -> Report {
-        let mut report = Report::new(scenario, self.backend.name());
-        if scenario.backends == Backends::Leases && self.backend.session_locks() {
-            report.not_run = Some(format!(
-                "not applicable on {}: its locks belong to a database session, and no other \
-                 session can release them, so this mistake cannot be made there",
-                self.backend.name()
-            ));
-            return report;
-        }
-        if let Err(e) = (scenario.run)(self, &mut report).await {
-            children::kill_all();
-            let events = self.take_events();
-            report.variants.push(Variant {
-                name: "(stopped)".into(),
-                predicts: String::new(),
-                verdict: check(&events),
-                events,
-                outcome: Err(format!("the scenario could not finish: {e}")),
-                remarks: Vec::new(),
-                actors: self.take_actors(),
-            });
-        }
-        report
-    }
-
-    /// A key for variant `n` of `scenario`, unique to this run.
-    pub(super) fn key(&self, scenario: &Scenario, n: usize) -> String {
-        let key = format!("lab:{}:{n}:{}", scenario.name, self.run_id);
+    /// A key for variant `n` of the scenario `scenario`, unique to this run.
+    pub(super) fn key(&self, scenario: &str, n: usize) -> String {
+        let key = format!("lab:{scenario}:{n}:{}", self.run_id);
         if let Ok(mut keys) = self.keys.lock() {
             keys.push(key.clone());
         }
@@ -179,7 +149,7 @@ impl Lab {
     }
 
     /// Ends the variant's log and returns its events in time order.
-    fn take_events(&self) -> Vec<Event> {
+    pub(super) fn take_events(&self) -> Vec<Event> {
         let old = self
             .log
             .lock()
@@ -193,7 +163,7 @@ impl Lab {
         events
     }
 
-    fn take_actors(&self) -> Vec<(String, u32)> {
+    pub(super) fn take_actors(&self) -> Vec<(String, u32)> {
         self.spawned
             .lock()
             .map(|mut s| std::mem::take(&mut *s))

@@ -17,6 +17,7 @@ pub(crate) mod fenced_file;
 mod judge;
 mod proto;
 mod report;
+mod scenario;
 mod scenarios;
 mod scratch;
 mod steps;
@@ -112,7 +113,7 @@ pub(crate) async fn run(args: LabArgs) -> u8 {
     }
     let mut reports = Vec::new();
     for scenario in chosen {
-        let report = lab.run(scenario).await;
+        let report = scenario.run_on(&lab).await;
         if lab.text {
             let text = timeline::report(&lab.clock, &report);
             // Nobody reads on (`lockwise lab | head`): the scenarios left are not run.

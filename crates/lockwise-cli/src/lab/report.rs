@@ -3,7 +3,6 @@
 use lockwise::history::{Event, Verdict};
 use serde_json::json;
 
-use super::scenarios::Scenario;
 use crate::exit;
 
 /// `Ok(what was seen)` when it matches the prediction, `Err(what differed)` otherwise.
@@ -27,16 +26,19 @@ pub(super) struct Variant {
 /// What one scenario showed.
 #[derive(Debug)]
 pub(super) struct Report {
-    pub(super) scenario: &'static Scenario,
+    /// The scenario's name, and its banner line.
+    pub(super) name: &'static str,
+    pub(super) banner: String,
     pub(super) backend: String,
     pub(super) not_run: Option<String>,
     pub(super) variants: Vec<Variant>,
 }
 
 impl Report {
-    pub(super) fn new(scenario: &'static Scenario, backend: &str) -> Self {
+    pub(super) fn new(name: &'static str, banner: String, backend: &str) -> Self {
         Report {
-            scenario,
+            name,
+            banner,
             backend: backend.to_owned(),
             not_run: None,
             variants: Vec::new(),
@@ -65,7 +67,7 @@ impl Report {
             })
             .collect();
         let mut doc = json!({
-            "scenario": self.scenario.name,
+            "scenario": self.name,
             "backend": self.backend,
             "as_predicted": self.passed(),
             "variants": variants,

@@ -45,7 +45,7 @@ impl Clock {
 /// One scenario's text.
 pub(super) fn report(clock: &Clock, report: &Report) -> String {
     let mut out = String::new();
-    outln!(out, "== {} ==", report.scenario.banner());
+    outln!(out, "== {} ==", report.banner);
     if let Some(reason) = &report.not_run {
         outln!(out, "   {reason}\n");
         return out;
@@ -254,7 +254,7 @@ pub(super) fn summary(reports: &[Report]) -> String {
             } else {
                 "NOT RUN (not applicable)"
             };
-            outln!(out, "{:<19} {:<62} {short}", r.scenario.name, "-");
+            outln!(out, "{:<19} {:<62} {short}", r.name, "-");
             continue;
         }
         for v in &r.variants {
@@ -263,7 +263,7 @@ pub(super) fn summary(reports: &[Report]) -> String {
             } else {
                 "NOT AS PREDICTED"
             };
-            outln!(out, "{:<19} {:<62} {result}", r.scenario.name, v.name);
+            outln!(out, "{:<19} {:<62} {result}", r.name, v.name);
         }
     }
     let ran = reports.iter().filter(|r| r.not_run.is_none()).count();

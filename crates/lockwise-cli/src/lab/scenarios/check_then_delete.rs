@@ -34,7 +34,7 @@ const RACE_TTL: Duration = lockwise::MIN_TTL;
 
 async fn race(lab: &Lab, how: Race) -> LabResult<Variant> {
     let n = if how == Race::TwoCommands { 1 } else { 2 };
-    let key = lab.key(&SCENARIO, n);
+    let key = lab.key(SCENARIO.name, n);
     let extra = lab.lock_extra();
     let mut a = lab.spawn("A", &key, &extra).await?;
     let mut b = lab.spawn("B", &key, &extra).await?;

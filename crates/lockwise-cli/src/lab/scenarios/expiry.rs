@@ -42,7 +42,7 @@ async fn run(lab: &Lab, report: &mut Report) -> LabResult<()> {
 }
 
 async fn plain(lab: &Lab) -> LabResult<Variant> {
-    let key = lab.key(&SCENARIO, 1);
+    let key = lab.key(SCENARIO.name, 1);
     let (mut a, mut b, _) = pause_past_ttl(lab, &key, false, &[]).await?;
     a.call(Op::Enter).await?;
     finish_work(&mut a, &mut b).await?;
@@ -80,7 +80,7 @@ async fn plain(lab: &Lab) -> LabResult<Variant> {
 }
 
 async fn renew_short(lab: &Lab) -> LabResult<Variant> {
-    let key = lab.key(&SCENARIO, 2);
+    let key = lab.key(SCENARIO.name, 2);
     let extra = lab.lock_extra();
     let mut a = lab.spawn("A", &key, &extra).await?;
     let mut b = lab.spawn("B", &key, &extra).await?;
@@ -127,7 +127,7 @@ async fn renew_short(lab: &Lab) -> LabResult<Variant> {
 }
 
 async fn renew_long(lab: &Lab) -> LabResult<Variant> {
-    let key = lab.key(&SCENARIO, 3);
+    let key = lab.key(SCENARIO.name, 3);
     let (mut a, mut b, _) = pause_past_ttl(lab, &key, true, &[Op::Enter]).await?;
     // A carries on with the work it was doing when it froze.
     finish_work(&mut a, &mut b).await?;
@@ -155,7 +155,7 @@ async fn renew_long(lab: &Lab) -> LabResult<Variant> {
 
 async fn recheck(lab: &Lab, pause_after_check: bool) -> LabResult<Variant> {
     let n = if pause_after_check { 5 } else { 4 };
-    let key = lab.key(&SCENARIO, n);
+    let key = lab.key(SCENARIO.name, n);
     let before: &[Op] = if pause_after_check { &[Op::Check] } else { &[] };
     let (mut a, mut b, _) = pause_past_ttl(lab, &key, false, before).await?;
     if !pause_after_check {

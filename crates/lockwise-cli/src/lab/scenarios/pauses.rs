@@ -28,7 +28,7 @@ pub(super) static SCENARIO: Scenario = Scenario {
 };
 
 async fn run(lab: &Lab, report: &mut Report) -> LabResult<()> {
-    let key = lab.key(&SCENARIO, 1);
+    let key = lab.key(SCENARIO.name, 1);
     let (extra, file) = with_fence(lab, &key).await?;
     let result = rounds(lab, &key, &extra).await;
     if let Some(file) = file {

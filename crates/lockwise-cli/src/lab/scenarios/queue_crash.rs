@@ -81,7 +81,7 @@ async fn crash_a_worker(
     )))
     .execute(pool)
     .await?;
-    let key = lab.key(&SCENARIO, 1);
+    let key = lab.key(SCENARIO.name, 1);
     let extra = Extra {
         schema: Some(schema.to_owned()),
         queue_url: Some(url.to_owned()),

@@ -28,7 +28,7 @@ async fn run(lab: &Lab, report: &mut Report) -> LabResult<()> {
 
 async fn release_with(lab: &Lab, how: How) -> LabResult<Variant> {
     let n = if how == How::Del { 1 } else { 2 };
-    let key = lab.key(&SCENARIO, n);
+    let key = lab.key(SCENARIO.name, n);
     let (mut a, mut b, _) = pause_past_ttl(lab, &key, false, &[]).await?;
     let mut c = lab.spawn("C", &key, &lab.lock_extra()).await?;
     a.call(Op::Enter).await?;
