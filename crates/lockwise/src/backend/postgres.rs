@@ -25,7 +25,7 @@ use sqlx::postgres::{PgConnectOptions, PgConnection};
 use sqlx::{AssertSqlSafe, ConnectOptions};
 
 use super::session::{Granted, SessionLocks, SessionSql, session_backend};
-use crate::db::postgres::{
+use crate::db::pg_conn::{
     DEFAULT_SCHEMA, Schema, advisory_key, connect, connect_options, token_from_db,
 };
 use crate::error::Result;

@@ -25,7 +25,7 @@ const QUEUE: &str = "bench";
 enum Store {
     Postgres {
         pool: sqlx::PgPool,
-        schema: crate::db::postgres::Schema,
+        schema: crate::db::pg_conn::Schema,
     },
     Mysql {
         pool: sqlx::MySqlPool,
@@ -50,13 +50,13 @@ pub async fn enqueue(
     );
     let (store, queue, backend) = match BackendUrl::parse(url)? {
         BackendUrl::Postgres(url) => {
-            let pool = crate::db::postgres::pool(&url, 2).await?;
-            let schema = crate::db::postgres::Schema::new(&name)?;
+            let pool = crate::db::pg_conn::pool(&url, 2).await?;
+            let schema = crate::db::pg_conn::Schema::new(&name)?;
             let queue = Queue::with_schema(pool.clone(), &name, QUEUE)?;
             (Store::Postgres { pool, schema }, queue, "postgres")
         }
         BackendUrl::Mysql(url) => {
-            let pool = crate::db::mysql::pool(&url, 2).await?;
+            let pool = crate::db::mysql_conn::pool(&url, 2).await?;
             let queue = Queue::mysql_with_prefix(pool.clone(), &name, QUEUE)?;
             let table = format!("{name}_jobs");
             (Store::Mysql { pool, table }, queue, "mysql")

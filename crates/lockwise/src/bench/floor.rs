@@ -56,13 +56,13 @@ impl Floor {
             }
             #[cfg(feature = "postgres")]
             BackendUrl::Postgres(url) => {
-                let options = crate::db::postgres::connect_options(&url)?;
-                Conn::Postgres(crate::db::postgres::connect(&options, &shown).await?)
+                let options = crate::db::pg_conn::connect_options(&url)?;
+                Conn::Postgres(crate::db::pg_conn::connect(&options, &shown).await?)
             }
             #[cfg(feature = "mysql")]
             BackendUrl::Mysql(url) => {
                 use sqlx::Connection;
-                let options = crate::db::mysql::connect_options(&url)?;
+                let options = crate::db::mysql_conn::connect_options(&url)?;
                 let conn = sqlx::MySqlConnection::connect_with(&options)
                     .await
                     .map_err(|e| {
@@ -112,7 +112,7 @@ impl Floor {
             }
             #[cfg(feature = "postgres")]
             Conn::Postgres(conn) => {
-                let (a, b) = crate::db::postgres::advisory_key(key);
+                let (a, b) = crate::db::pg_conn::advisory_key(key);
                 Ok(
                     sqlx::query_scalar(include_str!("../../sql/postgres/bench/floor_acquire.sql"))
                         .bind(a)
@@ -148,7 +148,7 @@ impl Floor {
             }
             #[cfg(feature = "postgres")]
             Conn::Postgres(conn) => {
-                let (a, b) = crate::db::postgres::advisory_key(key);
+                let (a, b) = crate::db::pg_conn::advisory_key(key);
                 Ok(
                     sqlx::query_scalar(include_str!("../../sql/postgres/bench/floor_release.sql"))
                         .bind(a)

@@ -26,7 +26,7 @@ use sqlx::{Connection, PgConnection};
 use tokio::time::{Instant, sleep};
 
 use super::{Entry, Plan};
-use crate::db::postgres::Schema;
+use crate::db::pg_conn::Schema;
 use crate::error::{Error, Result};
 use crate::url::redact_url;
 use crate::{LockOptions, Locker};
@@ -124,8 +124,8 @@ struct Statements {
 /// scaling fields set; the jobs live in a schema of the bench's own, dropped at the end.
 pub async fn scaling(setup: &Scaling, plan: Plan, tick: &(dyn Fn() + Sync)) -> Result<Vec<Entry>> {
     let shown = redact_url(&setup.postgres_url);
-    let options = crate::db::postgres::connect_options(&setup.postgres_url)?;
-    let mut control = crate::db::postgres::connect(&options, &shown).await?;
+    let options = crate::db::pg_conn::connect_options(&setup.postgres_url)?;
+    let mut control = crate::db::pg_conn::connect(&options, &shown).await?;
     let name = format!(
         "lockwise_bench_{}_{:04x}",
         std::process::id(),
@@ -262,12 +262,12 @@ async fn run_once(
             .await?;
 
     let counters = Arc::new(Counters::default());
-    let options = crate::db::postgres::connect_options(&setup.postgres_url)?;
+    let options = crate::db::pg_conn::connect_options(&setup.postgres_url)?;
     let shown = redact_url(&setup.postgres_url);
     let mut conns = Vec::with_capacity(workers);
     let mut lockers = Vec::with_capacity(workers);
     for _ in 0..workers {
-        conns.push(crate::db::postgres::connect(&options, &shown).await?);
+        conns.push(crate::db::pg_conn::connect(&options, &shown).await?);
         if strategy == Strategy::LockGuarded {
             // A locker each: the workers are processes of their own in the lesson.
             lockers.push(Locker::connect(&setup.redis_url).await?);

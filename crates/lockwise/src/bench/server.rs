@@ -64,8 +64,8 @@ pub async fn describe(url: &str) -> Result<ServerInfo> {
             })
         }
         BackendUrl::Postgres(url) => {
-            let options = crate::db::postgres::connect_options(&url)?;
-            let mut conn = crate::db::postgres::connect(&options, &shown).await?;
+            let options = crate::db::pg_conn::connect_options(&url)?;
+            let mut conn = crate::db::pg_conn::connect(&options, &shown).await?;
             let row = sqlx::query(include_str!("../../sql/postgres/bench/server.sql"))
                 .fetch_one(&mut conn)
                 .await?;
@@ -74,7 +74,7 @@ pub async fn describe(url: &str) -> Result<ServerInfo> {
             info
         }
         BackendUrl::Mysql(url) => {
-            let options = crate::db::mysql::connect_options(&url)?;
+            let options = crate::db::mysql_conn::connect_options(&url)?;
             let mut conn = sqlx::MySqlConnection::connect_with(&options)
                 .await
                 .map_err(|e| Error::backend("mysql", format!("cannot connect to {shown}"), e))?;

@@ -16,7 +16,7 @@ use tokio_util::sync::CancellationToken;
 
 use super::dead_tuples::DeadTuples;
 use super::{Entry, Plan};
-use crate::db::postgres::Schema;
+use crate::db::pg_conn::Schema;
 use crate::error::{Error, Result};
 use crate::queue::{Job, Queue, Worker};
 
@@ -73,7 +73,7 @@ pub async fn sustained(
     tick: &(dyn Fn() + Sync),
 ) -> Result<Entry> {
     let workers = load.workers.max(1);
-    let pool = crate::db::postgres::pool(url, (workers + 8) as u32).await?;
+    let pool = crate::db::pg_conn::pool(url, (workers + 8) as u32).await?;
     let outcome = rounds(&pool, Load { workers, ..load }, plan, tick).await;
     pool.close().await;
     outcome

@@ -17,7 +17,7 @@ use tokio_util::sync::CancellationToken;
 
 use super::dead_tuples::DeadTuples;
 use super::{Entry, Plan};
-use crate::db::postgres::Schema;
+use crate::db::pg_conn::Schema;
 use crate::error::{Error, Result};
 use crate::queue::{Queue, Worker};
 
@@ -50,7 +50,7 @@ pub async fn throughput(
     plan: Plan,
     tick: &(dyn Fn() + Sync),
 ) -> Result<Entry> {
-    let pool = crate::db::postgres::pool(url, (WORKERS + 6) as u32).await?;
+    let pool = crate::db::pg_conn::pool(url, (WORKERS + 6) as u32).await?;
     let name = format!(
         "lockwise_bench_q_{}_{:04x}",
         std::process::id(),

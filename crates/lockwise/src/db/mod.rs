@@ -2,9 +2,9 @@
 //! tools and the queue all import from here, never from each other.
 
 #[cfg(feature = "mysql")]
-pub(crate) mod mysql;
+pub(crate) mod mysql_conn;
 #[cfg(feature = "postgres")]
-pub(crate) mod postgres;
+pub(crate) mod pg_conn;
 
 #[cfg(any(feature = "postgres", feature = "mysql"))]
 pub(crate) use pool::open_pool;

@@ -68,16 +68,16 @@
 
 mod assignment;
 mod driver;
-mod file;
+mod file_roster;
 pub mod hash;
 mod member;
 #[cfg(feature = "mysql")]
-mod mysql;
+mod mysql_roster;
 mod options;
 #[cfg(feature = "postgres")]
-mod postgres;
+mod pg_roster;
 #[cfg(feature = "redis")]
-mod redis;
+mod redis_roster;
 mod roster;
 mod shared;
 
@@ -122,13 +122,13 @@ impl Group {
         let backend = AnyBackend::connect(url).await?;
         let store: Arc<dyn RosterStore> = match &backend {
             AnyBackend::Memory(_) => Arc::new(MemoryRosters::default()),
-            AnyBackend::File(b) => Arc::new(file::FileRosters(b.clone())),
+            AnyBackend::File(b) => Arc::new(file_roster::FileRosters(b.clone())),
             #[cfg(feature = "redis")]
-            AnyBackend::Redis(b) => Arc::new(redis::RedisRosters(b.clone())),
+            AnyBackend::Redis(b) => Arc::new(redis_roster::RedisRosters(b.clone())),
             #[cfg(feature = "postgres")]
-            AnyBackend::Postgres(_, url) => Arc::new(postgres::PgRosters::connect(url).await?),
+            AnyBackend::Postgres(_, url) => Arc::new(pg_roster::PgRosters::connect(url).await?),
             #[cfg(feature = "mysql")]
-            AnyBackend::Mysql(_, url) => Arc::new(mysql::MysqlRosters::connect(url).await?),
+            AnyBackend::Mysql(_, url) => Arc::new(mysql_roster::MysqlRosters::connect(url).await?),
         };
         let locker = backend.into_locker();
         Ok(Group {
@@ -146,7 +146,7 @@ impl Group {
         Ok(Group {
             name: Arc::from(name),
             locker: Locker::new(backend.clone()),
-            store: Arc::new(redis::RedisRosters(backend)),
+            store: Arc::new(redis_roster::RedisRosters(backend)),
         })
     }
 

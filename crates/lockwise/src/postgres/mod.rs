@@ -41,7 +41,7 @@ use sqlx::postgres::{PgConnection, PgDatabaseError, PgPool, PgQueryResult};
 use sqlx::{AssertSqlSafe, Postgres, Transaction};
 use tokio::sync::OnceCell;
 
-use crate::db::postgres::{Schema, token_from_db};
+use crate::db::pg_conn::{Schema, token_from_db};
 use crate::error::{Error, Result};
 use crate::lease::{FencingToken, validate_key};
 use crate::options::Retry;
@@ -49,7 +49,7 @@ use crate::options::Retry;
 /// The SQLSTATE the fence function raises for a stale token.
 const STALE_TOKEN_SQLSTATE: &str = "LW409";
 
-pub use crate::db::postgres::{ADVISORY_CLASS, DEFAULT_SCHEMA, advisory_key};
+pub use crate::db::pg_conn::{ADVISORY_CLASS, DEFAULT_SCHEMA, advisory_key};
 
 /// A lock taken with [`Store::lock_xact`]: held until the transaction commits or rolls back.
 #[derive(Debug, Clone)]

@@ -1,6 +1,6 @@
 //! The internal driver interface between [`Queue`](super::Queue) and a database: **not for
-//! user code**. Each database implements it in a folder of its own (`queue/postgres/`,
-//! `queue/mysql/`) that holds its statements (SQL under `sql/<database>/queue/`); the public
+//! user code**. Each database implements it in a folder of its own (`queue/pg_driver/`,
+//! `queue/mysql_driver/`) that holds its statements (SQL under `sql/<database>/queue/`); the public
 //! API and the worker runtime call only this trait, so they know no database. How jobs are
 //! enqueued in bulk is written once, in [`super::bulk`]: a driver supplies its statements.
 //!

@@ -54,9 +54,9 @@ mod driver;
 mod executor;
 mod job;
 #[cfg(feature = "mysql")]
-mod mysql;
+mod mysql_driver;
 #[cfg(feature = "postgres")]
-mod postgres;
+mod pg_driver;
 mod protocol;
 mod values;
 mod worker;
@@ -106,8 +106,8 @@ impl Queue {
     /// The queue `name` in the default PostgreSQL schema, `lockwise`.
     #[cfg(feature = "postgres")]
     pub fn new(pool: sqlx::PgPool, name: impl Into<String>) -> Self {
-        use crate::db::postgres::{DEFAULT_SCHEMA, Schema};
-        let driver = postgres::PgDriver::new(pool, Schema::default_schema(), DEFAULT_SCHEMA);
+        use crate::db::pg_conn::{DEFAULT_SCHEMA, Schema};
+        let driver = pg_driver::PgDriver::new(pool, Schema::default_schema(), DEFAULT_SCHEMA);
         Queue::from_driver(Arc::new(driver), name)
     }
 
@@ -121,15 +121,15 @@ impl Queue {
     /// ```
     #[cfg(feature = "postgres")]
     pub fn with_schema(pool: sqlx::PgPool, schema: &str, name: impl Into<String>) -> Result<Self> {
-        let checked = crate::db::postgres::Schema::new(schema)?;
-        let driver = postgres::PgDriver::new(pool, checked, schema);
+        let checked = crate::db::pg_conn::Schema::new(schema)?;
+        let driver = pg_driver::PgDriver::new(pool, checked, schema);
         Ok(Queue::from_driver(Arc::new(driver), name))
     }
 
     /// The queue `name` on MariaDB/MySQL, in tables prefixed `lockwise` in the pool's database.
     #[cfg(feature = "mysql")]
     pub fn mysql(pool: sqlx::MySqlPool, name: impl Into<String>) -> Self {
-        let driver = mysql::MysqlDriver::new(pool, mysql::DEFAULT_PREFIX);
+        let driver = mysql_driver::MysqlDriver::new(pool, mysql_driver::DEFAULT_PREFIX);
         Queue::from_driver(Arc::new(driver), name)
     }
 
@@ -141,8 +141,8 @@ impl Queue {
         prefix: &str,
         name: impl Into<String>,
     ) -> Result<Self> {
-        mysql::check_prefix(prefix)?;
-        let driver = mysql::MysqlDriver::new(pool, prefix);
+        mysql_driver::check_prefix(prefix)?;
+        let driver = mysql_driver::MysqlDriver::new(pool, prefix);
         Ok(Queue::from_driver(Arc::new(driver), name))
     }
 
@@ -554,12 +554,12 @@ pub async fn connect(url: &str, options: ConnectOptions) -> Result<Queue> {
     let queue = match BackendUrl::parse(url)? {
         #[cfg(feature = "postgres")]
         BackendUrl::Postgres(url) => {
-            let pool = crate::db::postgres::pool(&url, options.max_connections).await?;
+            let pool = crate::db::pg_conn::pool(&url, options.max_connections).await?;
             Queue::with_schema(pool, &options.schema, options.queue)?
         }
         #[cfg(feature = "mysql")]
         BackendUrl::Mysql(url) => {
-            let pool = crate::db::mysql::pool(&url, options.max_connections).await?;
+            let pool = crate::db::mysql_conn::pool(&url, options.max_connections).await?;
             Queue::mysql_with_prefix(pool, &options.schema, options.queue)?
         }
         _ => {

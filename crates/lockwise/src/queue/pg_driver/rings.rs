@@ -6,7 +6,7 @@ use tokio_util::sync::CancellationToken;
 
 use super::statements::q;
 use super::{PgDriver, RINGS};
-use crate::db::postgres::ADVISORY_CLASS;
+use crate::db::pg_conn::ADVISORY_CLASS;
 use crate::error::Result;
 
 /// Maintenance rounds in a row that may leave a drained segment of a ring untruncated

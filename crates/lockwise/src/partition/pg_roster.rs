@@ -5,7 +5,7 @@ use async_trait::async_trait;
 use sqlx::PgPool;
 
 use super::roster::RosterStore;
-use crate::db::postgres::{ADVISORY_CLASS, Schema};
+use crate::db::pg_conn::{ADVISORY_CLASS, Schema};
 use crate::error::Result;
 
 /// Rosters in one schema of a database, on a small pool of their own.
@@ -18,7 +18,7 @@ pub(crate) struct PgRosters {
 impl PgRosters {
     /// Opens a pool to `url` and creates the roster table if it is missing.
     pub(crate) async fn connect(url: &str) -> Result<Self> {
-        let pool = crate::db::postgres::pool(url, 2).await?;
+        let pool = crate::db::pg_conn::pool(url, 2).await?;
         let rosters = PgRosters {
             pool,
             schema: std::sync::Arc::new(Schema::default_schema()),

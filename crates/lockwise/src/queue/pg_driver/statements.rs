@@ -3,7 +3,7 @@
 use sqlx::AssertSqlSafe;
 
 use super::RINGS;
-use crate::db::postgres::Schema;
+use crate::db::pg_conn::Schema;
 
 /// The SQL of one queue schema, with the schema name (and channel) filled in once.
 #[derive(Debug)]

@@ -6,7 +6,7 @@ use sqlx::postgres::PgConnection;
 
 use super::PgDriver;
 use super::statements::q;
-use crate::db::postgres::{ADVISORY_CLASS, Schema};
+use crate::db::pg_conn::{ADVISORY_CLASS, Schema};
 use crate::error::{Error, Result};
 
 /// The versioned migrations of the queue schema. Each file is the literal SQL the migration

@@ -16,7 +16,7 @@ pub(crate) struct MysqlRosters {
 impl MysqlRosters {
     /// Opens a pool to `url` and creates the roster table if it is missing.
     pub(crate) async fn connect(url: &str) -> Result<Self> {
-        let pool = crate::db::mysql::pool(url, 2).await?;
+        let pool = crate::db::mysql_conn::pool(url, 2).await?;
         sqlx::raw_sql(include_str!("../../sql/mysql/partition/roster.sql"))
             .execute(&pool)
             .await?;

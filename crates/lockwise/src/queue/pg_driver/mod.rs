@@ -94,7 +94,7 @@ use tokio_util::sync::CancellationToken;
 use self::listen::listen;
 use self::migrations::LATEST;
 use self::statements::{Statements, q};
-use crate::db::postgres::{ADVISORY_CLASS, Schema};
+use crate::db::pg_conn::{ADVISORY_CLASS, Schema};
 use crate::error::{Error, Result};
 use crate::queue::bulk::{Insert, insert_all, insert_in};
 use crate::queue::driver::{ClaimRequest, Driver, FailedAttempt};
