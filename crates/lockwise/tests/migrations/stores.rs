@@ -1,424 +1,10 @@
-//! The queue's migrations are history: a store that the first migration created, holding jobs
-//! in every state, migrates to exactly the schema a fresh store gets (on PostgreSQL its
-//! relations, columns, indexes, constraints, functions, triggers and views; on MariaDB its
-//! columns with their collations, its indexes and its table options), with every job carried
-//! over and usable; and no migration file, which databases may have applied, ever changes.
+//! A migrated store against a fresh one, on PostgreSQL and on MariaDB.
 
-#![allow(clippy::unwrap_used, clippy::expect_used)]
-
-use std::collections::{BTreeMap, BTreeSet, HashMap};
-use std::path::Path;
-use std::time::Duration;
-
-use lockwise::queue::{ConnectOptions, Job, JobId, JobState, Queue};
-use lockwise_testkit::{MysqlDatabase, PgSchema};
-use serde_json::json;
-use sha2::{Digest, Sha256};
-use sqlx::postgres::PgPoolOptions;
-use sqlx::{AssertSqlSafe, MySqlPool, PgPool};
-
-/// Every migration file, as databases may have applied it: its SHA-256 (of the text with LF
-/// line ends). A migration is never edited, only followed by a new one, which is pinned here
-/// in the change that adds it.
-const PINNED: &[(&str, &str)] = &[
-    (
-        "postgres/queue/v1.sql",
-        "6a370995618e382428a61a1f38f104e01e01c0acbf77a4d425966361e3e9951f",
-    ),
-    (
-        "postgres/queue/v2.sql",
-        "920a05815228b162c444d78ad791ae9c7c7d5f55ad4f3ce2fdb82b49a58a97d5",
-    ),
-    (
-        "postgres/queue/v3.sql",
-        "0f70963d5c82bd301b685418fc3e78778c45c756d2cd8f6775ba92b956c0acd0",
-    ),
-    (
-        "postgres/queue/v4.sql",
-        "7ed727df374c9163c0832c45549cb6f396431f2733962d188f01560f456e8964",
-    ),
-    (
-        "postgres/queue/v5.sql",
-        "cf5b15f47e7370b0bb87c9042c7be92ae4570e68183081cbe0eef05365e880e8",
-    ),
-    (
-        "postgres/queue/v6.sql",
-        "638a078ba78f9a4fd0a8a1b313e471c5f09a39bb7bbb262bf312f8c7b39d6955",
-    ),
-    (
-        "postgres/queue/v7.sql",
-        "e568cd37cbf9544d831d2705821e21a65711bf5aa18bf3c256e9bbb88cb25954",
-    ),
-    (
-        "postgres/queue/v8.sql",
-        "41ad1477f4bf90cac605a0f04eb8b55d0a4f2a6cf02c8a511694d3e3043cac14",
-    ),
-    (
-        "postgres/queue/v9.sql",
-        "a95de5c60b369395b37f7152d8b7ad61964504b4b6a844e312b4d21c5cf2466c",
-    ),
-    (
-        "postgres/queue/v10.sql",
-        "0eebb71def7c1dba0d979a762a68c53c65dd79695e9d676ef5933d2725cf1570",
-    ),
-    (
-        "mysql/queue/v1.sql",
-        "8366876deabe26f5a38ca21571bba72f778268b983af420828fa8d5da17377ff",
-    ),
-    (
-        "mysql/queue/v2.sql",
-        "c544a7a0817a05ad7882bf1de8f2c6c66d6f13bc14272c7b3b4f601c1ced9e5f",
-    ),
-    (
-        "mysql/queue/v3.sql",
-        "2b97317cc66f9a6f93230acbdbc4659982fe3bd51fe9d680bf4ae24ebbc8c5ec",
-    ),
-    (
-        "mysql/queue/v4.sql",
-        "e13c8283f2548ae6842d669cbd78f6cff98482d0bc47537c38f3b83e918bd5a5",
-    ),
-];
-
-/// The crate's `sql/` folder.
-fn sql_dir() -> &'static Path {
-    Path::new(concat!(env!("CARGO_MANIFEST_DIR"), "/sql"))
-}
-
-/// The migration files of `folder` (`postgres/queue`, `mysql/queue`): `v<N>.sql`, by N.
-fn migration_files(folder: &str) -> Vec<(u32, String)> {
-    let mut files: Vec<(u32, String)> = std::fs::read_dir(sql_dir().join(folder))
-        .unwrap()
-        .map(|entry| entry.unwrap().file_name().into_string().unwrap())
-        .filter_map(|name| {
-            let n = name.strip_prefix('v')?.strip_suffix(".sql")?.parse().ok()?;
-            Some((n, format!("{folder}/{name}")))
-        })
-        .collect();
-    files.sort();
-    files
-}
-
-/// No migration file changed since databases may have applied it, none is missing, and each
-/// one there is pinned; the versions run from 1 with no gap.
-#[test]
-fn no_migration_file_ever_changes() {
-    let mut on_disk = Vec::new();
-    for folder in ["postgres/queue", "mysql/queue"] {
-        let files = migration_files(folder);
-        let numbers: Vec<u32> = files.iter().map(|(n, _)| *n).collect();
-        let expected: Vec<u32> = (1..=u32::try_from(files.len()).unwrap()).collect();
-        assert_eq!(numbers, expected, "the migrations of {folder}");
-        on_disk.extend(files.into_iter().map(|(_, path)| path));
-    }
-    let pinned: BTreeSet<&str> = PINNED.iter().map(|(path, _)| *path).collect();
-    let found: BTreeSet<&str> = on_disk.iter().map(String::as_str).collect();
-    assert_eq!(
-        found, pinned,
-        "a migration file is missing, or a new one is not pinned in PINNED yet"
-    );
-    for (path, pinned) in PINNED {
-        let text = std::fs::read_to_string(sql_dir().join(path)).unwrap();
-        let digest = hex::encode(Sha256::digest(text.replace("\r\n", "\n").as_bytes()));
-        assert_eq!(
-            &digest, pinned,
-            "{path} changed: a migration is history (databases ran it as it was); put the \
-             change in a new migration"
-        );
-    }
-}
-
-/// When a job of the first version was due, or its lease ran out.
-#[derive(Clone, Copy)]
-enum When {
-    Past,
-    Future,
-}
-
-/// A job as the first version of the store held it, and what it is after the migrations.
-struct OldJob {
-    name: &'static str,
-    /// The first version's state.
-    state: &'static str,
-    priority: i16,
-    run_at: When,
-    attempt: i32,
-    key: Option<&'static str>,
-    lease_until: Option<When>,
-    worker: Option<&'static str>,
-    last_error: Option<&'static str>,
-    finished: bool,
-    /// Its state once migrated.
-    now: JobState,
-}
-
-const OLD_JOBS: &[OldJob] = &[
-    OldJob {
-        name: "ready",
-        state: "available",
-        priority: 0,
-        run_at: When::Past,
-        attempt: 0,
-        key: None,
-        lease_until: None,
-        worker: None,
-        last_error: None,
-        finished: false,
-        now: JobState::Ready,
-    },
-    OldJob {
-        name: "keyed",
-        state: "available",
-        priority: 1,
-        run_at: When::Past,
-        attempt: 0,
-        key: Some("k1"),
-        lease_until: None,
-        worker: None,
-        last_error: None,
-        finished: false,
-        now: JobState::Ready,
-    },
-    OldJob {
-        name: "scheduled",
-        state: "available",
-        priority: 0,
-        run_at: When::Future,
-        attempt: 0,
-        key: None,
-        lease_until: None,
-        worker: None,
-        last_error: None,
-        finished: false,
-        now: JobState::Scheduled,
-    },
-    OldJob {
-        name: "retrying",
-        state: "available",
-        priority: 0,
-        run_at: When::Future,
-        attempt: 2,
-        key: None,
-        lease_until: None,
-        worker: Some("old"),
-        last_error: Some("boom"),
-        finished: false,
-        now: JobState::Scheduled,
-    },
-    OldJob {
-        name: "live",
-        state: "running",
-        priority: 0,
-        run_at: When::Past,
-        attempt: 1,
-        key: None,
-        lease_until: Some(When::Future),
-        worker: Some("old"),
-        last_error: None,
-        finished: false,
-        now: JobState::Running,
-    },
-    OldJob {
-        name: "expired",
-        state: "running",
-        priority: 0,
-        run_at: When::Past,
-        attempt: 1,
-        key: None,
-        lease_until: Some(When::Past),
-        worker: Some("old"),
-        last_error: None,
-        finished: false,
-        now: JobState::Running,
-    },
-    OldJob {
-        name: "done",
-        state: "done",
-        priority: 0,
-        run_at: When::Past,
-        attempt: 1,
-        key: None,
-        lease_until: None,
-        worker: Some("old"),
-        last_error: None,
-        finished: true,
-        now: JobState::Done,
-    },
-    OldJob {
-        name: "dead",
-        state: "dead",
-        priority: 0,
-        run_at: When::Past,
-        attempt: 5,
-        key: None,
-        lease_until: None,
-        worker: Some("old"),
-        last_error: Some("gave up"),
-        finished: true,
-        now: JobState::Dead,
-    },
-];
-
-/// The columns [`insert_old_jobs`] fills, in the first version of both stores.
-const OLD_COLUMNS: &str = "queue, state, priority, run_at, payload, attempt, max_attempts, \
-                           idempotency_key, lease_until, worker, last_error, finished_at";
-
-/// The INSERT of [`OLD_JOBS`] into `table`, one row each, with times written `past` (a minute
-/// ago) and `future` (an hour ahead) in the server's dialect.
-fn insert_old_jobs(table: &str, past: &str, future: &str) -> String {
-    let time = |when: When| match when {
-        When::Past => past,
-        When::Future => future,
-    };
-    let text = |value: Option<&str>| value.map_or("NULL".to_owned(), |v| format!("'{v}'"));
-    let rows: Vec<String> = OLD_JOBS
-        .iter()
-        .map(|job| {
-            format!(
-                "('q', '{}', {}, {}, '{{\"n\": \"{}\"}}', {}, 5, {}, {}, {}, {}, {})",
-                job.state,
-                job.priority,
-                time(job.run_at),
-                job.name,
-                job.attempt,
-                text(job.key),
-                job.lease_until.map_or("NULL", time),
-                text(job.worker),
-                text(job.last_error),
-                if job.finished { past } else { "NULL" },
-            )
-        })
-        .collect();
-    format!(
-        "INSERT INTO {table} ({OLD_COLUMNS}) VALUES {}",
-        rows.join(", ")
-    )
-}
-
-/// The ids of [`OLD_JOBS`] by name, from `(id, name)` rows read back from the store.
-fn old_ids(rows: Vec<(i64, String)>) -> HashMap<&'static str, JobId> {
-    let ids: HashMap<&'static str, JobId> = rows
-        .into_iter()
-        .map(|(id, name)| {
-            let job = OLD_JOBS.iter().find(|j| j.name == name).unwrap();
-            (job.name, JobId(id))
-        })
-        .collect();
-    assert_eq!(ids.len(), OLD_JOBS.len());
-    ids
-}
-
-/// Every job of [`OLD_JOBS`] (ids `ids`) is where it should be in the migrated queue `q`,
-/// and each can go on: the live execution still owns its job, the expired lease is reaped,
-/// the key still names its job, the dead letter is retried, and the ready jobs are claimed
-/// and completed; new ids follow the old ones.
-async fn old_jobs_go_on(q: &Queue, ids: &HashMap<&str, JobId>) {
-    for job in OLD_JOBS {
-        let info = q
-            .job(ids[job.name])
-            .await
-            .unwrap()
-            .unwrap_or_else(|| panic!("job {} is lost", job.name));
-        assert_eq!(
-            (info.state, info.attempt, &info.payload, info.queue.as_str()),
-            (job.now, job.attempt, &json!({ "n": job.name }), "q"),
-            "job {}",
-            job.name
-        );
-        assert_eq!(
-            info.last_error.as_deref(),
-            job.last_error,
-            "job {}",
-            job.name
-        );
-    }
-    let stats = q.stats().await.unwrap();
-    assert_eq!(
-        (
-            stats.ready,
-            stats.scheduled,
-            stats.running,
-            stats.done,
-            stats.dead
-        ),
-        (2, 2, 2, 1, 1),
-        "{stats:?}"
-    );
-
-    let live = ids["live"];
-    assert_eq!(
-        q.protocol()
-            .heartbeat(&[(live, 1)], Duration::from_secs(30))
-            .await
-            .unwrap(),
-        vec![live]
-    );
-    assert_eq!(q.protocol().complete(&[(live, 1)]).await.unwrap(), 1);
-    assert_eq!(q.protocol().reap().await.unwrap(), 1, "the expired lease");
-    assert_eq!(
-        q.job(ids["expired"]).await.unwrap().unwrap().state,
-        JobState::Ready
-    );
-    let same = q
-        .enqueue_with_status(Job::new(json!({ "n": "again" })).key("k1"))
-        .await
-        .unwrap();
-    assert_eq!((same.id, same.duplicate), (ids["keyed"], true));
-    assert!(q.retry(ids["dead"]).await.unwrap());
-
-    let claimed = q
-        .protocol()
-        .claim("new", 100, Duration::from_secs(30), &[])
-        .await
-        .unwrap();
-    let attempts: BTreeMap<JobId, i32> = claimed.iter().map(|c| (c.id, c.attempt)).collect();
-    assert_eq!(
-        attempts.keys().copied().collect::<BTreeSet<_>>(),
-        ["ready", "keyed", "expired", "dead"]
-            .map(|name| ids[name])
-            .into_iter()
-            .collect(),
-        "{claimed:?}"
-    );
-    assert_eq!(
-        [ids["ready"], ids["keyed"], ids["expired"]].map(|id| attempts[&id]),
-        [1, 1, 2]
-    );
-    assert!(attempts[&ids["dead"]] > 5, "{claimed:?}");
-    let running: Vec<(JobId, i32)> = attempts.into_iter().collect();
-    let mut confirmed = q.protocol().confirm_started(&running).await.unwrap();
-    confirmed.sort();
-    assert_eq!(
-        confirmed,
-        running.iter().map(|(id, _)| *id).collect::<Vec<_>>()
-    );
-    assert_eq!(q.protocol().complete(&running).await.unwrap(), 4);
-
-    let new = q.enqueue(Job::new(json!({ "n": "new" }))).await.unwrap();
-    assert!(
-        ids.values().all(|old| new.0 > old.0),
-        "{new:?} after {ids:?}"
-    );
-    let stats = q.stats().await.unwrap();
-    assert_eq!(
-        (
-            stats.ready,
-            stats.scheduled,
-            stats.running,
-            stats.done,
-            stats.dead
-        ),
-        (1, 2, 0, 6, 0),
-        "{stats:?}"
-    );
-}
-
-/// A store's schema, kind by kind (`relation`, `column`, …): each object by name, with its
-/// definition. Names of the store's own schema or table are written `<store>`.
-type Catalog = BTreeMap<&'static str, BTreeMap<String, String>>;
+use super::*;
 
 /// Panics, naming each object, unless `migrated` and `fresh` are the same catalog; and unless
 /// the fresh one has every kind in `required`, so that a query that found nothing cannot pass.
-fn assert_same_catalog(migrated: &Catalog, fresh: &Catalog, required: &[&str]) {
+pub(super) fn assert_same_catalog(migrated: &Catalog, fresh: &Catalog, required: &[&str]) {
     for kind in required {
         assert!(
             fresh.get(kind).is_some_and(|objects| !objects.is_empty()),
@@ -455,7 +41,7 @@ fn assert_same_catalog(migrated: &Catalog, fresh: &Catalog, required: &[&str]) {
 }
 
 /// The first line where `migrated` and `fresh` differ, both ways.
-fn first_difference(migrated: &str, fresh: &str) -> String {
+pub(super) fn first_difference(migrated: &str, fresh: &str) -> String {
     let (mut old, mut new) = (migrated.lines(), fresh.lines());
     for line in 1.. {
         match (old.next(), new.next()) {
@@ -468,7 +54,7 @@ fn first_difference(migrated: &str, fresh: &str) -> String {
 
 /// What the PostgreSQL catalog says of the objects of the schema `$1`, as `(name,
 /// definition)` rows, kind by kind.
-const PG_CATALOG: &[(&str, &str)] = &[
+pub(super) const PG_CATALOG: &[(&str, &str)] = &[
     (
         "relation",
         "SELECT c.relname::text,
@@ -569,7 +155,7 @@ const PG_CATALOG: &[(&str, &str)] = &[
 ];
 
 /// The catalog of the PostgreSQL schema `schema`.
-async fn pg_catalog(pool: &PgPool, schema: &str) -> Catalog {
+pub(super) async fn pg_catalog(pool: &PgPool, schema: &str) -> Catalog {
     let mut catalog = Catalog::new();
     for (kind, sql) in PG_CATALOG {
         let rows: Vec<(String, String)> = sqlx::query_as(*sql)
@@ -590,7 +176,7 @@ async fn pg_catalog(pool: &PgPool, schema: &str) -> Catalog {
 }
 
 /// The migrations recorded as applied in the PostgreSQL schema `quoted`.
-async fn pg_applied(pool: &PgPool, quoted: &str) -> Vec<i32> {
+pub(super) async fn pg_applied(pool: &PgPool, quoted: &str) -> Vec<i32> {
     sqlx::query_scalar(AssertSqlSafe(format!(
         "SELECT version FROM {quoted}.queue_migrations ORDER BY version"
     )))
@@ -600,7 +186,7 @@ async fn pg_applied(pool: &PgPool, quoted: &str) -> Vec<i32> {
 }
 
 /// The queue `q` of `schema`, opened as a new process would: `connect` migrates it.
-async fn open_pg(schema: &PgSchema) -> Queue {
+pub(super) async fn open_pg(schema: &PgSchema) -> Queue {
     lockwise::queue::connect(
         schema.url(),
         ConnectOptions::default().queue("q").schema(schema.name()),
@@ -615,7 +201,7 @@ async fn open_pg(schema: &PgSchema) -> Queue {
 /// triggers, views, sequences and types, every migration on disk recorded in both; and every
 /// old job is still there and goes on.
 #[tokio::test]
-async fn a_version_1_postgres_store_with_jobs_migrates_to_the_schema_of_a_fresh_one() {
+pub(super) async fn a_version_1_postgres_store_with_jobs_migrates_to_the_schema_of_a_fresh_one() {
     let old = PgSchema::new("mig_v1");
     let pool = PgPoolOptions::new()
         .max_connections(2)
@@ -631,8 +217,10 @@ async fn a_version_1_postgres_store_with_jobs_migrates_to_the_schema_of_a_fresh_
     };
     let version_1 = format!(
         "{}\n{}\nINSERT INTO {quoted}.queue_migrations (version) VALUES (1);\n{};",
-        fill(include_str!("../sql/postgres/queue/migrations_table.sql")),
-        fill(include_str!("../sql/postgres/queue/v1.sql")),
+        fill(include_str!(
+            "../../sql/postgres/queue/migrations_table.sql"
+        )),
+        fill(include_str!("../../sql/postgres/queue/v1.sql")),
         insert_old_jobs(
             &format!("{quoted}.jobs"),
             "now() - interval '1 minute'",
@@ -685,7 +273,7 @@ async fn a_version_1_postgres_store_with_jobs_migrates_to_the_schema_of_a_fresh_
 
 /// What MariaDB's information_schema says of the table `?` of the current database, as
 /// `(name, definition)` rows, kind by kind.
-const MYSQL_CATALOG: &[(&str, &str)] = &[
+pub(super) const MYSQL_CATALOG: &[(&str, &str)] = &[
     (
         "table",
         "SELECT 'options', CAST(CONCAT_WS(' | ', engine, IFNULL(table_collation, '-'),
@@ -716,7 +304,7 @@ const MYSQL_CATALOG: &[(&str, &str)] = &[
 
 /// The catalog of the MariaDB table `table`, with its `SHOW CREATE TABLE` (the counter of
 /// AUTO_INCREMENT left out) as kind `create`.
-async fn mysql_catalog(pool: &MySqlPool, table: &str) -> Catalog {
+pub(super) async fn mysql_catalog(pool: &MySqlPool, table: &str) -> Catalog {
     let mut catalog = Catalog::new();
     for (kind, sql) in MYSQL_CATALOG {
         let rows: Vec<(String, String)> = sqlx::query_as(*sql)
@@ -755,7 +343,7 @@ async fn mysql_catalog(pool: &MySqlPool, table: &str) -> Catalog {
 /// collation), indexes and table options, each migration's mark present (the columns of 2 and
 /// 3, the binary collation of 4); and every old job is still there and goes on.
 #[tokio::test]
-async fn a_version_1_mariadb_table_with_jobs_migrates_to_the_table_of_a_fresh_one() {
+pub(super) async fn a_version_1_mariadb_table_with_jobs_migrates_to_the_table_of_a_fresh_one() {
     let db = MysqlDatabase::mysql("mig");
     let pool = sqlx::mysql::MySqlPoolOptions::new()
         .max_connections(2)
@@ -763,7 +351,7 @@ async fn a_version_1_mariadb_table_with_jobs_migrates_to_the_table_of_a_fresh_on
         .await
         .expect("MariaDB is not reachable; run scripts/services");
     for sql in [
-        include_str!("../sql/mysql/queue/v1.sql").replace("{jobs}", "old_jobs"),
+        include_str!("../../sql/mysql/queue/v1.sql").replace("{jobs}", "old_jobs"),
         insert_old_jobs(
             "old_jobs",
             "NOW(6) - INTERVAL 1 MINUTE",

@@ -1,0 +1,157 @@
+//! The queue's PostgreSQL storage layout (docs/design/queue-layout-v4.md): a version-3 store
+//! with jobs in every state migrates to the latest version with each job carried over,
+//! sustained load keeps the dead row versions of every queue table bounded without any
+//! VACUUM, the statements of a batch touch only their jobs' lease segment, and a drained
+//! segment's truncation never queues behind the claims.
+
+#![allow(clippy::unwrap_used, clippy::expect_used)]
+
+use std::collections::HashMap;
+use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::time::Duration;
+
+use lockwise::queue::{ConnectOptions, Job, JobContext, JobId, JobState, Queue, Worker};
+use lockwise_testkit::PgSchema;
+use serde_json::json;
+use sqlx::PgPool;
+use sqlx::postgres::PgPoolOptions;
+use tokio::time::{Instant, sleep};
+use tokio_util::sync::CancellationToken;
+
+/// One job of the version-3 store: its name (also its payload), the columns it is inserted
+/// with, and what the new layout must report.
+struct OldJob {
+    name: &'static str,
+    /// `state, attempt, max_attempts, run_at, started, lease_until, worker, finished_at,
+    /// idempotency_key, released_key, last_error` as SQL expressions.
+    columns: &'static str,
+    state: JobState,
+    attempt: i32,
+}
+
+const OLD_JOBS: &[OldJob] = &[
+    OldJob {
+        name: "ready",
+        columns: "'available', 0, 5, now() - interval '1 minute', true, NULL, NULL, NULL, \
+                  NULL, NULL, NULL",
+        state: JobState::Ready,
+        attempt: 0,
+    },
+    OldJob {
+        name: "delayed",
+        columns: "'available', 0, 5, now() + interval '1 hour', true, NULL, NULL, NULL, \
+                  NULL, NULL, NULL",
+        state: JobState::Scheduled,
+        attempt: 0,
+    },
+    OldJob {
+        name: "backoff",
+        columns: "'available', 2, 5, now() + interval '1 hour', true, NULL, 'old', NULL, \
+                  NULL, NULL, 'boom'",
+        state: JobState::Scheduled,
+        attempt: 2,
+    },
+    OldJob {
+        name: "live",
+        columns: "'running', 1, 5, now() - interval '1 minute', true, \
+                  now() + interval '30 seconds', 'old', NULL, NULL, NULL, NULL",
+        state: JobState::Running,
+        attempt: 1,
+    },
+    OldJob {
+        name: "unconfirmed",
+        columns: "'running', 1, 5, now() - interval '1 minute', false, \
+                  now() - interval '1 minute', 'old', NULL, NULL, NULL, NULL",
+        state: JobState::Running,
+        attempt: 1,
+    },
+    OldJob {
+        name: "expired",
+        columns: "'running', 2, 5, now() - interval '1 minute', true, \
+                  now() - interval '1 minute', 'old', NULL, NULL, NULL, 'boom'",
+        state: JobState::Running,
+        attempt: 2,
+    },
+    OldJob {
+        name: "done",
+        columns: "'done', 1, 5, now() - interval '1 hour', true, NULL, 'old', \
+                  now() - interval '1 minute', NULL, NULL, NULL",
+        state: JobState::Done,
+        attempt: 1,
+    },
+    OldJob {
+        name: "cancelled",
+        columns: "'cancelled', 0, 5, now() - interval '1 hour', true, NULL, NULL, \
+                  now() - interval '1 minute', NULL, NULL, NULL",
+        state: JobState::Cancelled,
+        attempt: 0,
+    },
+    OldJob {
+        name: "dead",
+        columns: "'dead', 5, 5, now() - interval '1 hour', true, NULL, 'old', \
+                  now() - interval '1 minute', NULL, NULL, 'gave up'",
+        state: JobState::Dead,
+        attempt: 5,
+    },
+    OldJob {
+        name: "keyed",
+        columns: "'available', 0, 5, now() - interval '1 minute', true, NULL, NULL, NULL, \
+                  'k1', NULL, NULL",
+        state: JobState::Ready,
+        attempt: 0,
+    },
+    OldJob {
+        name: "released",
+        columns: "'done', 1, 5, now() - interval '2 hours', true, NULL, 'old', \
+                  now() - interval '1 hour', NULL, 'k2', NULL",
+        state: JobState::Done,
+        attempt: 1,
+    },
+];
+
+/// A queue `q` in a fresh schema of its own, opened (migrated) with `connect`.
+async fn open(label: &str) -> (PgSchema, Queue) {
+    let schema = PgSchema::new(label);
+    let q = reopen(&schema).await;
+    (schema, q)
+}
+
+/// The queue `q` of `schema`, opened as a new process would: `connect` migrates it.
+async fn reopen(schema: &PgSchema) -> Queue {
+    lockwise::queue::connect(
+        schema.url(),
+        ConnectOptions::default().queue("q").schema(schema.name()),
+    )
+    .await
+    .expect("PostgreSQL is not reachable; run scripts/services")
+}
+
+/// The latest migration applied to the schema `quoted`.
+async fn version(pool: &PgPool, quoted: &str) -> Option<i64> {
+    scalar_i64(
+        pool,
+        format!("SELECT max(version)::bigint FROM {quoted}.queue_migrations"),
+    )
+    .await
+}
+
+async fn scalar_i64(pool: &PgPool, sql: String) -> Option<i64> {
+    sqlx::query_scalar(sqlx::AssertSqlSafe(sql))
+        .fetch_one(pool)
+        .await
+        .unwrap()
+}
+
+mod load;
+mod lock_order;
+mod segments;
+mod v3_upgrade;
+#[allow(unused_imports)]
+use load::*;
+#[allow(unused_imports)]
+use lock_order::*;
+#[allow(unused_imports)]
+use segments::*;
+#[allow(unused_imports)]
+use v3_upgrade::*;
