@@ -62,6 +62,10 @@ const PINNED: &[(&str, &str)] = &[
         "0eebb71def7c1dba0d979a762a68c53c65dd79695e9d676ef5933d2725cf1570",
     ),
     (
+        "postgres/queue/v11.sql",
+        "1cad0eb5a4eb218bd3e32962d442bb40f89bbf64961630c72a5066b924cd4f4e",
+    ),
+    (
         "mysql/queue/v1.sql",
         "8366876deabe26f5a38ca21571bba72f778268b983af420828fa8d5da17377ff",
     ),

@@ -8,9 +8,30 @@ use super::*;
 /// the functions stand.
 #[tokio::test]
 pub(super) async fn a_version_6_store_gets_the_batch_functions_of_version_7_with_a_job_in_flight() {
-    let (schema, q) = open("v7").await;
-    let pool = q.postgres_pool().unwrap().clone();
+    // A store of version 10, opened by a process that takes it for up to date (a record of
+    // migration 11 for the time it opens), so that it never migrates it.
+    let schema = store_at("v7", 10).await;
     let quoted = format!("\"{}\"", schema.name());
+    let pool = PgPoolOptions::new()
+        .max_connections(2)
+        .connect(schema.url())
+        .await
+        .unwrap();
+    sqlx::query(sqlx::AssertSqlSafe(format!(
+        "INSERT INTO {quoted}.queue_migrations (version) VALUES (11)"
+    )))
+    .execute(&pool)
+    .await
+    .unwrap();
+    let q = lockwise::queue::connect(
+        schema.url(),
+        ConnectOptions::default()
+            .queue("q")
+            .schema(schema.name())
+            .migrate(false),
+    )
+    .await
+    .unwrap();
     let functions = "'ack', 'claim', 'claim_any', 'confirm_started'";
     let defs = format!(
         "SELECT string_agg(pg_get_functiondef(p.oid), E'\\n') FROM pg_proc p \
@@ -71,9 +92,9 @@ pub(super) async fn a_version_6_store_gets_the_batch_functions_of_version_7_with
     assert_eq!(claimed.len(), 1);
     assert_eq!(claimed[0].id, id);
 
-    // A new process opens the store: migration 7 runs.
+    // A new process opens the store: migration 7 runs (and the ones after it).
     let reopened = reopen(&schema).await;
-    assert_eq!(version(&pool, &quoted).await, Some(10));
+    assert_eq!(version(&pool, &quoted).await, Some(11));
     let migrated = text(defs).await;
     assert!(!migrated.contains("l.id = ANY("), "{migrated}");
     // Migrations 9 and 10 followed: the acknowledging functions (9) and the confirmation (10)

@@ -127,6 +127,50 @@ async fn reopen(schema: &PgSchema) -> Queue {
     .expect("PostgreSQL is not reachable; run scripts/services")
 }
 
+/// A schema as migration `version` left it, built from the migration files (each recorded as
+/// the library records it), as a process of that version would have left it.
+async fn store_at(label: &str, version: usize) -> PgSchema {
+    const FILES: [&str; 10] = [
+        include_str!("../../sql/postgres/queue/v1.sql"),
+        include_str!("../../sql/postgres/queue/v2.sql"),
+        include_str!("../../sql/postgres/queue/v3.sql"),
+        include_str!("../../sql/postgres/queue/v4.sql"),
+        include_str!("../../sql/postgres/queue/v5.sql"),
+        include_str!("../../sql/postgres/queue/v6.sql"),
+        include_str!("../../sql/postgres/queue/v7.sql"),
+        include_str!("../../sql/postgres/queue/v8.sql"),
+        include_str!("../../sql/postgres/queue/v9.sql"),
+        include_str!("../../sql/postgres/queue/v10.sql"),
+    ];
+    let schema = PgSchema::new(label);
+    let pool = PgPoolOptions::new()
+        .max_connections(1)
+        .connect(schema.url())
+        .await
+        .expect("PostgreSQL is not reachable; run scripts/services");
+    let quoted = format!("\"{}\"", schema.name());
+    let channel = format!("{}_jobs", schema.name());
+    let fill = |sql: &str| {
+        sql.replace("{channel}", &channel)
+            .replace("{schema}", &quoted)
+    };
+    let mut sql = fill(include_str!(
+        "../../sql/postgres/queue/migrations_table.sql"
+    ));
+    for (n, text) in FILES.iter().enumerate().take(version) {
+        sql.push_str(&format!(
+            "\n{}\nINSERT INTO {quoted}.queue_migrations (version) VALUES ({});\n",
+            fill(text),
+            n + 1
+        ));
+    }
+    sqlx::raw_sql(sqlx::AssertSqlSafe(sql))
+        .execute(&pool)
+        .await
+        .unwrap();
+    schema
+}
+
 /// The latest migration applied to the schema `quoted`.
 async fn version(pool: &PgPool, quoted: &str) -> Option<i64> {
     scalar_i64(
@@ -143,10 +187,13 @@ async fn scalar_i64(pool: &PgPool, sql: String) -> Option<i64> {
         .unwrap()
 }
 
+mod history;
 mod load;
 mod lock_order;
 mod segments;
 mod v3_upgrade;
+#[allow(unused_imports)]
+use history::*;
 #[allow(unused_imports)]
 use load::*;
 #[allow(unused_imports)]

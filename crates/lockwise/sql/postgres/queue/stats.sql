@@ -1,6 +1,7 @@
 -- Job counts of one queue by state; the counts do not overlap (`ready` is due now,
 -- `scheduled` due later: delayed, or waiting to retry). Never scans the finished history:
--- done and cancelled jobs are the sealed counts plus the jobs finished since (seal_done.sql).
+-- done and cancelled jobs are the sealed counts plus the jobs finished since (seal_done.sql)
+-- and not pruned (done_cutoffs, v11.sql).
 -- $1 queue
 WITH sealed AS (SELECT until FROM {schema}.done_sealed)
 SELECT (SELECT count(*) FROM {schema}.ready WHERE queue = $1 AND run_at <= now())
@@ -12,12 +13,18 @@ SELECT (SELECT count(*) FROM {schema}.ready WHERE queue = $1 AND run_at <= now()
        (SELECT count(*) FROM {schema}.leases WHERE queue = $1) AS running,
        (SELECT coalesce(sum(n), 0) FROM {schema}.done_counts
          WHERE queue = $1 AND state = 'done')::bigint
-     + (SELECT count(*) FROM {schema}.done
-         WHERE queue = $1 AND state = 'done' AND xid >= (SELECT until FROM sealed))
+     + (SELECT count(*) FROM {schema}.done d
+         WHERE queue = $1 AND state = 'done' AND xid >= (SELECT until FROM sealed)
+           AND NOT EXISTS (SELECT 1 FROM {schema}.done_cutoffs c
+                            WHERE c.queue IN ($1, '') AND c.state = d.state
+                              AND d.finished_at < c.before AND d.xid < c.xid))
          AS done,
        (SELECT count(*) FROM {schema}.dead WHERE queue = $1) AS dead,
        (SELECT coalesce(sum(n), 0) FROM {schema}.done_counts
          WHERE queue = $1 AND state = 'cancelled')::bigint
-     + (SELECT count(*) FROM {schema}.done
-         WHERE queue = $1 AND state = 'cancelled' AND xid >= (SELECT until FROM sealed))
+     + (SELECT count(*) FROM {schema}.done d
+         WHERE queue = $1 AND state = 'cancelled' AND xid >= (SELECT until FROM sealed)
+           AND NOT EXISTS (SELECT 1 FROM {schema}.done_cutoffs c
+                            WHERE c.queue IN ($1, '') AND c.state = d.state
+                              AND d.finished_at < c.before AND d.xid < c.xid))
          AS cancelled

@@ -31,6 +31,7 @@ pub(super) const MIGRATIONS: &[(i32, &str)] = &[
     (8, include_str!("../../../sql/postgres/queue/v8.sql")),
     (9, include_str!("../../../sql/postgres/queue/v9.sql")),
     (10, include_str!("../../../sql/postgres/queue/v10.sql")),
+    (11, include_str!("../../../sql/postgres/queue/v11.sql")),
 ];
 
 /// The newest migration in [`MIGRATIONS`].

@@ -111,6 +111,14 @@ pub(super) const RINGS: [(&str, i64, i64); 2] = [("ready", 16, 500), ("leases", 
 /// How often the finished history's counts are sealed (its buckets are 10 s).
 const SEAL_EVERY: Duration = Duration::from_secs(5);
 
+/// The shortest time a segment of the finished history's ring is written to: its clock
+/// moves at most once a second, however short the retention.
+const MIN_HISTORY_SPAN: Duration = Duration::from_secs(1);
+
+/// How long retention waits for a history segment's lock before it leaves the segment to the
+/// next prune: only readers of the history hold it, never the statements that finish jobs.
+const HISTORY_LOCK_WAIT_MS: i32 = 20;
+
 /// The queues of one PostgreSQL schema.
 #[derive(Debug)]
 pub(super) struct PgDriver {
@@ -159,6 +167,21 @@ impl PgDriver {
             truncation_misses: Default::default(),
         }
     }
+    /// The upkeep of the finished history's ring after a prune (v11.sql's `retire_history`):
+    /// moves its clock on once the current segment is older than a twelfth of the retention
+    /// window `kept` (at least [`MIN_HISTORY_SPAN`]), so that the ring's 16 segments cover
+    /// the window with room to spare, and truncates the segments whose every job is pruned.
+    async fn retire_history(&self, kept: Duration) -> Result<()> {
+        let span = (kept / 12).max(MIN_HISTORY_SPAN);
+        sqlx::query(q(&self.sql.retire_history))
+            .bind(secs(span))
+            .bind(ADVISORY_CLASS)
+            .bind(HISTORY_LOCK_WAIT_MS)
+            .execute(&self.pool)
+            .await?;
+        Ok(())
+    }
+
     /// Seals the finished history's counts every [`SEAL_EVERY`] (`seal_done.sql`).
     async fn seal_if_due(&self) -> Result<()> {
         let now = tokio::time::Instant::now();
@@ -416,6 +439,9 @@ impl Driver for PgDriver {
             .fetch_one(&mut *tx)
             .await?;
         tx.commit().await?;
+        if state != "dead" {
+            self.retire_history(older_than).await?;
+        }
         Ok(u64::try_from(deleted).unwrap_or(0))
     }
 

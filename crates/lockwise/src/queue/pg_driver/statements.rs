@@ -33,6 +33,7 @@ pub(super) struct Statements {
     pub(super) retry: String,
     pub(super) delete_finished: String,
     pub(super) delete_finished_everywhere: String,
+    pub(super) retire_history: String,
     pub(super) job: String,
     pub(super) list_waiting: String,
     pub(super) list_state: String,
@@ -96,6 +97,7 @@ impl Statements {
             delete_finished: sql!("delete_finished.sql").replace("{of_queue}", "queue = $1"),
             delete_finished_everywhere: sql!("delete_finished.sql")
                 .replace("{of_queue}", "$1::text IS NULL"),
+            retire_history: sql!("retire_history.sql"),
             job: format!("{}{}", sql!("job_select.sql"), sql!("job.sql")),
             list_waiting: format!("{}{}", sql!("job_select.sql"), sql!("list_waiting.sql")),
             list_state: format!("{}{}", sql!("job_select.sql"), sql!("list_state.sql")),

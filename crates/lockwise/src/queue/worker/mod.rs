@@ -33,7 +33,7 @@ use crate::options::Retry;
 use dispatch::Dispatcher;
 use execute::{Finished, Limits, execute};
 use heartbeat::{TakenAway, heartbeat};
-use maintenance::reaper;
+use maintenance::{Retention, reaper};
 use pace::SHORT_JOBS_BATCH;
 use running::{AbortHandlers, Running};
 use waiting::{hand_back_waiting, start_waiting};
@@ -125,6 +125,8 @@ pub struct Worker {
     queues: Option<Vec<String>>,
     /// How long claims may fail in a row before `run` gives up; `None`: never.
     give_up: Option<Duration>,
+    /// How long finished jobs are kept; `None`: until pruned by someone else.
+    retention: Option<Duration>,
 }
 
 /// How long a stopping worker waits for its background tasks' statements in flight.
@@ -163,6 +165,7 @@ impl Worker {
             kill_after: Duration::ZERO,
             queues: None,
             give_up: None,
+            retention: None,
         }
     }
 
@@ -349,6 +352,32 @@ impl Worker {
         self
     }
 
+    /// Retention: keeps the jobs of this worker's queues that finished done or cancelled for
+    /// `keep`, then prunes them ([`Queue::prune`]), once a second in the worker's maintenance
+    /// (several workers take turns). Default: none, the history is kept until pruned.
+    ///
+    /// On PostgreSQL a pruned job is gone for every reader at once, and its row leaves the
+    /// disk with its segment of the history's ring, truncated once every job in it is
+    /// pruned: no `DELETE`, so no dead tuples. The disk therefore holds up to about a
+    /// twelfth of `keep` (and at least a second) of history beyond the window. On
+    /// MariaDB/MySQL pruning deletes the rows. Dead letters are not pruned by retention.
+    ///
+    /// ```no_run
+    /// # async fn demo(queue: lockwise::queue::Queue) -> lockwise::Result<()> {
+    /// use std::time::Duration;
+    /// use lockwise::queue::Worker;
+    /// use tokio_util::sync::CancellationToken;
+    /// Worker::new(queue)
+    ///     .retention(Duration::from_secs(24 * 3600)) // a day of history
+    ///     .run(|_job| async move { Ok::<_, String>(()) }, CancellationToken::new())
+    ///     .await?;
+    /// # Ok(()) }
+    /// ```
+    pub fn retention(mut self, keep: Duration) -> Self {
+        self.retention = Some(keep);
+        self
+    }
+
     /// This worker's id, stored with the jobs it claims.
     pub fn id(&self) -> &str {
         &self.id
@@ -421,7 +450,16 @@ impl Worker {
             taken.clone(),
             background.clone(),
         ));
-        tasks.spawn(reaper(self.queue.clone(), self.lease, background.clone()));
+        let retention = self.retention.map(|keep| Retention {
+            queues: queues.clone(),
+            keep,
+        });
+        tasks.spawn(reaper(
+            self.queue.clone(),
+            self.lease,
+            retention,
+            background.clone(),
+        ));
         // Cancelled when the grace period of a shutdown ends: running handlers are asked to
         // stop then.
         let grace_over = CancellationToken::new();

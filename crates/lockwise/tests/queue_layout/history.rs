@@ -1,0 +1,291 @@
+//! The finished history is a ring (v11.sql): pruning hides jobs at once and gives their space
+//! back by truncating whole segments, never by DELETE; counts and keys follow exactly.
+
+use super::*;
+
+/// Jobs finished, through the protocol (no worker, so no maintenance runs meanwhile).
+async fn finish(q: &Queue, n: usize, key: Option<&str>) -> Vec<JobId> {
+    let jobs = (0..n).map(|i| {
+        let job = Job::new(json!({ "i": i }));
+        match key {
+            Some(key) => job.key(format!("{key}-{i}")),
+            None => job,
+        }
+    });
+    q.enqueue_many(jobs).await.unwrap();
+    let claimed = q
+        .protocol()
+        .claim("w", n, Duration::from_secs(30), &[])
+        .await
+        .unwrap();
+    assert_eq!(claimed.len(), n);
+    let finished: Vec<(JobId, i32)> = claimed.iter().map(|c| (c.id, c.attempt)).collect();
+    assert_eq!(q.protocol().complete(&finished).await.unwrap(), n as u64);
+    finished.into_iter().map(|(id, _)| id).collect()
+}
+
+/// `(rows on disk in done, dead tuples of done's segments)`: what the ring leaves behind.
+async fn on_disk(pool: &PgPool, schema: &str) -> (i64, i64) {
+    // Each backend flushes its statistics at most once a second.
+    sleep(Duration::from_millis(1_100)).await;
+    let rows = scalar_i64(
+        pool,
+        format!("SELECT count(*)::bigint FROM \"{schema}\".done"),
+    )
+    .await
+    .unwrap();
+    let dead: i64 = sqlx::query_scalar(
+        "SELECT coalesce(sum(n_dead_tup), 0)::bigint FROM pg_stat_user_tables \
+          WHERE schemaname = $1 AND relname ~ '^done_[0-9]+$'",
+    )
+    .bind(schema)
+    .fetch_one(pool)
+    .await
+    .unwrap();
+    (rows, dead)
+}
+
+/// Pruning hides the jobs at once (show, list, stats, keys), and once the ring's clock has
+/// moved on, truncates the segment they were in: nothing is deleted, so no dead tuple is
+/// left, and the counts stay exact.
+#[tokio::test]
+pub(super) async fn pruned_history_leaves_by_truncation_with_exact_counts_and_keys() {
+    let (schema, q) = open("history_ring").await;
+    let pool = PgPoolOptions::new()
+        .max_connections(2)
+        .connect(schema.url())
+        .await
+        .unwrap();
+    let first = finish(&q, 30, Some("k")).await;
+    assert_eq!(q.stats().await.unwrap().done, 30);
+
+    assert_eq!(q.prune(JobState::Done, Duration::ZERO).await.unwrap(), 30);
+    assert!(q.job(first[0]).await.unwrap().is_none());
+    assert!(q.list(JobState::Done, 10).await.unwrap().is_empty());
+    assert_eq!(q.stats().await.unwrap().done, 0);
+    // The key is free again: the same key makes a new job.
+    let again = q.enqueue(Job::new(json!({})).key("k-0")).await.unwrap();
+    assert_ne!(again, first[0]);
+    assert!(q.cancel(again).await.unwrap());
+    // Pruned but still on disk: the segment is still the ring's current one.
+    let (rows, _) = on_disk(&pool, schema.name()).await;
+    assert_eq!(rows, 31, "30 pruned jobs and the cancelled one, on disk");
+
+    // A second later the clock moves on; the next prune truncates the old segment.
+    sleep(Duration::from_millis(1_100)).await;
+    let second = finish(&q, 5, None).await;
+    assert_eq!(q.prune(JobState::Done, Duration::ZERO).await.unwrap(), 5);
+    assert_eq!(
+        q.prune(JobState::Cancelled, Duration::ZERO).await.unwrap(),
+        1
+    );
+    let (rows, dead) = on_disk(&pool, schema.name()).await;
+    assert_eq!(
+        (rows, dead),
+        (0, 0),
+        "the segment was truncated, nothing deleted"
+    );
+    assert!(q.job(second[0]).await.unwrap().is_none());
+
+    // What finishes after the prune is counted and listed as before.
+    let third = finish(&q, 3, None).await;
+    let stats = q.stats().await.unwrap();
+    assert_eq!((stats.done, stats.cancelled), (3, 0), "{stats:?}");
+    assert_eq!(q.list(JobState::Done, 10).await.unwrap().len(), 3);
+    assert!(q.job(third[0]).await.unwrap().is_some());
+}
+
+/// A segment is truncated only once every job in it is pruned: another queue's history in it
+/// keeps it, and stays visible, until that queue is pruned too.
+#[tokio::test]
+pub(super) async fn a_segment_waits_for_every_queue_in_it() {
+    let (schema, q) = open("history_shared").await;
+    let pool = PgPoolOptions::new()
+        .max_connections(2)
+        .connect(schema.url())
+        .await
+        .unwrap();
+    let other = q.named("other");
+    finish(&q, 4, None).await;
+    let kept = finish(&other, 2, None).await;
+    sleep(Duration::from_millis(1_100)).await;
+    assert_eq!(q.prune(JobState::Done, Duration::ZERO).await.unwrap(), 4);
+    assert_eq!(q.prune(JobState::Done, Duration::ZERO).await.unwrap(), 0);
+    let (rows, _) = on_disk(&pool, schema.name()).await;
+    assert_eq!(rows, 6, "the other queue's jobs hold the segment");
+    assert!(other.job(kept[0]).await.unwrap().is_some());
+    assert_eq!(other.stats().await.unwrap().done, 2);
+
+    assert_eq!(
+        other
+            .prune_everywhere(JobState::Done, Duration::ZERO)
+            .await
+            .unwrap(),
+        2
+    );
+    let (rows, dead) = on_disk(&pool, schema.name()).await;
+    assert_eq!((rows, dead), (0, 0));
+}
+
+/// A worker with a retention keeps the window and gives the rest back by truncation: under a
+/// steady trickle of jobs, the history on disk stays a few seconds deep, and `done` never
+/// holds a dead tuple.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+pub(super) async fn a_worker_s_retention_keeps_the_history_a_few_seconds_deep() {
+    let (schema, q) = open("history_worker").await;
+    let pool = PgPoolOptions::new()
+        .max_connections(2)
+        .connect(schema.url())
+        .await
+        .unwrap();
+    let stop = CancellationToken::new();
+    let worker = tokio::spawn(
+        Worker::new(q.clone())
+            .retention(Duration::from_secs(1))
+            .run(|_job| async { Ok::<_, String>(()) }, stop.clone()),
+    );
+    let mut enqueued = 0u64;
+    let started = Instant::now();
+    while started.elapsed() < Duration::from_secs(6) {
+        q.enqueue_many((0..100).map(|n| Job::new(json!({ "n": n }))))
+            .await
+            .unwrap();
+        enqueued += 100;
+        sleep(Duration::from_millis(50)).await;
+    }
+    sleep(Duration::from_millis(2_500)).await;
+    stop.cancel();
+    let report = worker.await.unwrap().unwrap();
+    assert_eq!(report.done, enqueued);
+    let (rows, dead) = on_disk(&pool, schema.name()).await;
+    eprintln!("{enqueued} jobs done in 6 s; {rows} rows of history left on disk, {dead} dead");
+    assert_eq!(dead, 0, "retention deleted rows from done");
+    assert!(
+        rows < enqueued as i64 / 2,
+        "{rows} of {enqueued} finished jobs still on disk: the ring was not truncated"
+    );
+    let visible = q.list(JobState::Done, 100_000).await.unwrap();
+    assert!(
+        visible
+            .iter()
+            .all(|j| j.finished_at.unwrap().elapsed().unwrap() < Duration::from_secs(5)),
+        "a job older than the window is still listed"
+    );
+}
+
+/// A store of version 10 with jobs in flight and a history (done and cancelled, sealed and
+/// not, keyed) migrates to the ring: every count and key is kept, the running job finishes,
+/// and the old history is pruned and then truncated like the new.
+#[tokio::test]
+pub(super) async fn a_version_10_store_with_history_and_jobs_in_flight_migrates_to_the_ring() {
+    let schema = store_at("history_v10", 10).await;
+    let quoted = format!("\"{}\"", schema.name());
+    let pool = PgPoolOptions::new()
+        .max_connections(2)
+        .connect(schema.url())
+        .await
+        .unwrap();
+    let sql = |text: String| {
+        let pool = pool.clone();
+        async move {
+            sqlx::raw_sql(sqlx::AssertSqlSafe(text))
+                .execute(&pool)
+                .await
+                .unwrap();
+        }
+    };
+    // A process of version 10: a record of migration 11 while it opens, so that it never
+    // migrates the store.
+    sql(format!(
+        "INSERT INTO {quoted}.queue_migrations (version) VALUES (11)"
+    ))
+    .await;
+    let old = lockwise::queue::connect(
+        schema.url(),
+        ConnectOptions::default()
+            .queue("q")
+            .schema(schema.name())
+            .migrate(false),
+    )
+    .await
+    .unwrap();
+    sql(format!(
+        "DELETE FROM {quoted}.queue_migrations WHERE version = 11"
+    ))
+    .await;
+    let finished = finish(&old, 6, Some("old")).await;
+    // Sealed as version 10 sealed: these six are in done_counts, the rest are counted live.
+    sql(format!(
+        "BEGIN; SELECT until FROM {quoted}.done_sealed FOR UPDATE; \
+         WITH upto AS (SELECT pg_snapshot_xmin(pg_current_snapshot()) AS x), \
+         moved AS (UPDATE {quoted}.done_sealed SET until = (SELECT x FROM upto) RETURNING 1) \
+         INSERT INTO {quoted}.done_counts (queue, state, bucket, n) \
+         SELECT queue, state, to_timestamp(floor(extract(epoch FROM finished_at) / 10) * 10), \
+                count(*) FROM {quoted}.done WHERE EXISTS (SELECT 1 FROM moved) GROUP BY 1, 2, 3; \
+         COMMIT"
+    ))
+    .await;
+    finish(&old, 2, None).await;
+    let waiting = old.enqueue(Job::new(json!("cancel me"))).await.unwrap();
+    assert!(old.cancel(waiting).await.unwrap());
+    let running = old.enqueue(Job::new(json!("running"))).await.unwrap();
+    let claimed = old
+        .protocol()
+        .claim("w", 1, Duration::from_secs(30), &[])
+        .await
+        .unwrap();
+    assert_eq!(claimed[0].id, running);
+    let ready = old.enqueue(Job::new(json!("ready"))).await.unwrap();
+
+    let q = reopen(&schema).await;
+    assert_eq!(version(&pool, &quoted).await, Some(11));
+    let after = q.stats().await.unwrap();
+    assert_eq!(
+        (after.done, after.cancelled, after.running, after.ready),
+        (8, 1, 1, 1),
+        "counts kept across the migration: {after:?}"
+    );
+    assert_eq!(
+        q.job(finished[0]).await.unwrap().unwrap().state,
+        JobState::Done
+    );
+    // The key of an old job still holds.
+    let again = q.enqueue(Job::new(json!({})).key("old-0")).await.unwrap();
+    assert_eq!(again, finished[0]);
+    // The job in flight finishes; the ready one runs.
+    assert_eq!(
+        q.protocol()
+            .complete(&[(running, claimed[0].attempt)])
+            .await
+            .unwrap(),
+        1
+    );
+    let report = Worker::new(q.clone())
+        .until_idle(true)
+        .run(
+            |_job| async { Ok::<_, String>(()) },
+            CancellationToken::new(),
+        )
+        .await
+        .unwrap();
+    assert_eq!(report.done, 1);
+    assert_eq!(q.job(ready).await.unwrap().unwrap().state, JobState::Done);
+    assert_eq!(q.stats().await.unwrap().done, 10);
+
+    // The old history goes like the new: pruned at once, truncated once the clock moved on.
+    sleep(Duration::from_millis(1_100)).await;
+    assert_eq!(q.prune(JobState::Done, Duration::ZERO).await.unwrap(), 10);
+    assert_eq!(
+        q.prune(JobState::Cancelled, Duration::ZERO).await.unwrap(),
+        1
+    );
+    let stats = q.stats().await.unwrap();
+    assert_eq!((stats.done, stats.cancelled), (0, 0), "{stats:?}");
+    assert_ne!(
+        q.enqueue(Job::new(json!({})).key("old-0")).await.unwrap(),
+        finished[0],
+        "the pruned job's key is free"
+    );
+    let (rows, dead) = on_disk(&pool, schema.name()).await;
+    assert_eq!((rows, dead), (0, 0));
+}
