@@ -66,6 +66,11 @@ pub(super) struct WorkArgs {
     /// to wait for the database. Failures are logged when they start and when they end
     #[arg(long, default_value = "30s", value_parser = parse_give_up, value_name = "DURATION|never")]
     pub(super) give_up_after: GiveUp,
+    /// Keep the queues' done and cancelled jobs this long, then prune them, once a second
+    /// (on PostgreSQL by truncating whole segments of the history, never by DELETE)
+    /// [default: keep them until `queue prune`]
+    #[arg(long, value_parser = duration::parse, value_name = "DURATION")]
+    pub(super) retention: Option<Duration>,
     /// The handler and its arguments
     #[arg(last = true, required = true, value_name = "CMD")]
     pub(super) command: Vec<OsString>,
@@ -112,6 +117,9 @@ pub(super) async fn work(a: WorkArgs) -> Result<u8, Failure> {
     }
     if let Some(batch) = a.batch {
         worker = worker.batch(usize::from(batch));
+    }
+    if let Some(keep) = a.retention {
+        worker = worker.retention(keep);
     }
     if let Some(prefetch) = a.prefetch {
         worker = worker.prefetch(usize::from(prefetch));

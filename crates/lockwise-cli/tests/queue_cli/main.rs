@@ -122,5 +122,6 @@ on_databases!(
     at_the_end_of_the_grace_a_handler_gets_sigterm_and_its_job_is_handed_back,
     one_worker_works_on_several_queues,
     enqueue_jsonl_adds_every_line_or_none,
-    a_closed_stdout_is_exit_74_not_a_panic
+    a_closed_stdout_is_exit_74_not_a_panic,
+    work_retention_prunes_the_history_while_it_runs
 );

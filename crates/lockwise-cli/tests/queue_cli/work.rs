@@ -418,3 +418,48 @@ pub(super) fn one_worker_works_on_several_queues(s: Db) {
     );
     assert_eq!(count("c")["ready"], 1, "queue c is not this worker's");
 }
+
+/// `work --retention D` keeps the done jobs for D, then prunes them while it runs: on both
+/// databases the history empties, the jobs ran, and the worker still exits 0.
+pub(super) fn work_retention_prunes_the_history_while_it_runs(s: Db) {
+    let jobs: String = (0..20)
+        .map(|n| format!("{{\"payload\":{{\"n\":{n}}}}}\n"))
+        .collect();
+    let mut feed = queue(&s, "enqueue", &["--queue", "q", "--jsonl"])
+        .stdin(Stdio::piped())
+        .stdout(Stdio::null())
+        .spawn()
+        .unwrap();
+    std::io::Write::write_all(feed.stdin.as_mut().unwrap(), jobs.as_bytes()).unwrap();
+    drop(feed.stdin.take());
+    assert!(feed.wait().unwrap().success());
+    let worker = queue(
+        &s,
+        "work",
+        &["--queue", "q", "--retention", "200ms", "--", "true"],
+    )
+    .stderr(Stdio::piped())
+    .spawn()
+    .unwrap();
+    wait_for("the jobs to run", Duration::from_secs(20), || {
+        stats(&s)["ready"] == 0 && stats(&s)["running"] == 0
+    });
+    wait_for("retention to prune them", Duration::from_secs(10), || {
+        stats(&s)["done"] == 0
+    });
+    let listed = ok(
+        queue(&s, "list", &["--queue", "q", "--state", "done", "--json"])
+            .output()
+            .unwrap(),
+    );
+    assert!(listed.trim().is_empty(), "no done job is listed: {listed}");
+    nix::sys::signal::kill(
+        nix::unistd::Pid::from_raw(worker.id() as i32),
+        nix::sys::signal::Signal::SIGTERM,
+    )
+    .unwrap();
+    let out = worker.wait_with_output().unwrap();
+    let said = String::from_utf8_lossy(&out.stderr);
+    assert!(out.status.success(), "{said}");
+    assert!(said.contains("20 done"), "{said}");
+}
