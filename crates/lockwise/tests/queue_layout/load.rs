@@ -5,16 +5,21 @@ use super::*;
 /// Under sustained load (one worker of 8, a backlog held near 4,000 ready jobs, a retention
 /// of 1 s pruning the history as it goes) no table of the queue ever holds more than 2,000
 /// dead row versions, with no VACUUM from the test, and the history on disk stays a few
-/// seconds deep. `LOCKWISE_SUSTAINED_SECS` sets the load's length (default 45 s).
+/// seconds deep. `LOCKWISE_SUSTAINED_SECS` sets the load's length (default 45 s),
+/// `LOCKWISE_SUSTAINED_HANDLERS` the worker's concurrency (default 8).
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
 pub(super) async fn sustained_load_keeps_dead_tuples_of_every_queue_table_under_2000() {
     let secs: u64 = std::env::var("LOCKWISE_SUSTAINED_SECS")
         .ok()
         .and_then(|s| s.parse().ok())
         .unwrap_or(45);
+    let handlers: usize = std::env::var("LOCKWISE_SUSTAINED_HANDLERS")
+        .ok()
+        .and_then(|s| s.parse().ok())
+        .unwrap_or(8);
     let schema = PgSchema::new("sustained");
     let pool = PgPoolOptions::new()
-        .max_connections(20)
+        .max_connections(u32::try_from(handlers).unwrap() + 12)
         .connect(schema.url())
         .await
         .expect("PostgreSQL is not reachable; run scripts/services");
@@ -28,7 +33,7 @@ pub(super) async fn sustained_load_keeps_dead_tuples_of_every_queue_table_under_
 
     let stop = CancellationToken::new();
     let worker = Worker::new(q.clone())
-        .concurrency(8)
+        .concurrency(handlers)
         .retention(Duration::from_secs(1));
     let handler = |_job: JobContext| async {
         sleep(Duration::from_millis(1)).await;
@@ -79,7 +84,7 @@ pub(super) async fn sustained_load_keeps_dead_tuples_of_every_queue_table_under_
     .await
     .unwrap();
     eprintln!(
-        "sustained load for {:.1} s: peak n_dead_tup {peak} in table {table}; {} jobs done \
+        "sustained load for {:.1} s, {handlers} handlers: peak n_dead_tup {peak} in table {table}; {} jobs done \
          ({rate:.0} jobs/s), {enqueued} enqueued, {history} left in the history on disk; \
          every table's peak: {:?}",
         elapsed.as_secs_f64(),
