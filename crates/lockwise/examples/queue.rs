@@ -58,6 +58,7 @@ async fn demo(pool: &PgPool, schema: &str) -> Result<(), Box<dyn std::error::Err
         .concurrency(8) // the batch follows: the free handlers, or 100 per claim for short jobs
         .lease(Duration::from_secs(30))
         .timeout(Duration::from_secs(300))
+        .retention(Duration::from_secs(7 * 24 * 3600)) // a week of history, then pruned
         .run(
             move |job| {
                 let (sent, all_sent) = (sent.clone(), all_sent.clone());

@@ -8,7 +8,8 @@
 //! migration 8 (`v8.sql`) has a truncation let go at once of a segment it finds in use;
 //! migration 9 (`v9.sql`) has an acknowledgement look up the segments it was not told before
 //! it locks anything, so that it keeps the heartbeat's (segment, id) order; migration 10
-//! (`v10.sql`) has a confirmation do the same and lock each segment's rows in id order.
+//! (`v10.sql`) has a confirmation do the same and lock each segment's rows in id order;
+//! migration 11 (`v11.sql`) makes the finished history a ring that retention truncates.
 //!
 //! # Storage: one table per stage, rings reset by TRUNCATE
 //!
@@ -29,8 +30,10 @@
 //! times a second, one at a time) `TRUNCATE`s it: its dead versions go with its files, and
 //! its `n_dead_tup` drops to 0, without VACUUM.
 //! The confirmation and heartbeats are HOT updates of a lease (no indexed column changes).
-//! `done` is insert-only, so it has no dead versions until history is pruned; `stats`
-//! counts it from per-10-second sealed counts plus the newest rows, never the whole history.
+//! `done` is insert-only, and a ring too (migration 11, `v11.sql`): pruning moves a cutoff
+//! that hides the jobs before it, and a segment is truncated once every job in it is pruned,
+//! so retention leaves no dead versions either; `stats` counts it from sealed counts (by
+//! segment and 10-second bucket) plus the newest rows, never the whole history.
 //! `scheduled`, `dead` and `keys` are written at the rate of delays, failures and keys, not
 //! at the job rate. So dead tuples stay bounded under sustained load (`lockwise bench
 //! dead-tuples`, figures in `docs/performance.md`); at many handlers the rings wrap in under a
@@ -54,8 +57,10 @@
 //!   segment then gathers dead versions until autovacuum visits it, as any table would;
 //! - a transaction kept open after it enqueued holds its segment's lock, and with it that
 //!   segment's truncation, until it ends;
-//! - finished history is kept until pruned (`delete_finished`, `lockwise queue prune`), as
-//!   before.
+//! - finished history is kept until pruned (`delete_finished`, `Worker::retention`,
+//!   `lockwise queue prune`), and its space comes back a whole segment at a time: up to
+//!   about a twelfth of the retention window (at least a second) beyond it; a queue of the
+//!   schema that is never pruned keeps the segments its jobs are in.
 //!
 //! One statement per claim: it acknowledges the finished jobs (leases → done) and moves at
 //! most `n` due jobs into leases, locked with `FOR UPDATE SKIP LOCKED` in a MATERIALIZED CTE
