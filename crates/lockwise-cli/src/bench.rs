@@ -1,13 +1,13 @@
 //! `lockwise bench`: lockwise's figures side by side with their floor, measured in the same
-//! run (see `lockwise::bench`). This module parses, runs the benches with a progress bar,
+//! run (see `lockwise_bench`). This module parses, runs the benches with a progress bar,
 //! and prints a table or JSON; the measuring is the library's.
 
 use std::process::Stdio;
 use std::time::Duration;
 
 use indicatif::{ProgressBar, ProgressStyle};
-use lockwise::bench::scaling::Scaling;
-use lockwise::bench::{Entry, Plan, ServerInfo, Spread, lock};
+use lockwise_bench::scaling::Scaling;
+use lockwise_bench::{Entry, Plan, ServerInfo, Spread, lock};
 use serde_json::json;
 
 use crate::exit::{self, Failure, outln};
@@ -202,7 +202,7 @@ async fn bench_lock(a: LockArgs) -> Result<u8, Failure> {
     let mut servers: Vec<(String, ServerInfo)> = Vec::new();
     let mut skipped: Vec<String> = Vec::new();
     for (url, named) in targets(&a.urls) {
-        match lockwise::bench::describe(&url).await {
+        match lockwise_bench::describe(&url).await {
             Ok(info) => servers.push((url, info)),
             Err(e) if named => return Err(e.into()),
             Err(e) => skipped.push(format!("{}: {e}", lockwise::url::redact_url(&url))),
@@ -312,8 +312,8 @@ async fn bench_queue(a: QueueArgs) -> Result<u8, Failure> {
         Plan::new(usize::from(a.rounds), a.round)
     };
     let mut servers = vec![
-        lockwise::bench::describe(&pg).await?,
-        lockwise::bench::describe(&redis).await?,
+        lockwise_bench::describe(&pg).await?,
+        lockwise_bench::describe(&redis).await?,
     ];
     // The enqueue bench's databases: PostgreSQL, and MariaDB/MySQL if it answers (it must
     // when named).
@@ -325,7 +325,7 @@ async fn bench_queue(a: QueueArgs) -> Result<u8, Failure> {
             .mysql_url
             .clone()
             .unwrap_or_else(|| env("LOCKWISE_MYSQL_URL", "mysql://root@127.0.0.1:3306/test"));
-        match lockwise::bench::describe(&my).await {
+        match lockwise_bench::describe(&my).await {
             Ok(info) => {
                 servers.push(info);
                 enqueue_urls.push(my);
@@ -349,7 +349,7 @@ async fn bench_queue(a: QueueArgs) -> Result<u8, Failure> {
         for &split in &a.splits {
             bar.set_message(format!("throughput {backlog}"));
             drained.push(
-                lockwise::bench::throughput(
+                lockwise_bench::throughput(
                     &pg,
                     backlog,
                     usize::from(split),
@@ -364,20 +364,20 @@ async fn bench_queue(a: QueueArgs) -> Result<u8, Failure> {
     if let Some(sustained) = sustained_plan {
         bar.set_message("sustained");
         let load =
-            lockwise::bench::sustained::Load::new(usize::from(a.handlers), a.depth, a.job_length);
-        drained.push(lockwise::bench::sustained::sustained(&pg, load, sustained, &tick).await?);
+            lockwise_bench::sustained::Load::new(usize::from(a.handlers), a.depth, a.job_length);
+        drained.push(lockwise_bench::sustained::sustained(&pg, load, sustained, &tick).await?);
     }
     let mut results = Vec::new();
     if !setup.workers.is_empty() {
         bar.set_message("exercise 3");
-        results = lockwise::bench::scaling::scaling(&setup, plan, &tick).await?;
+        results = lockwise_bench::scaling::scaling(&setup, plan, &tick).await?;
     }
     let mut enqueued = Vec::new();
     for url in &enqueue_urls {
         bar.set_message("enqueue");
         let batch = usize::from(a.enqueue_batch);
         enqueued
-            .push(lockwise::bench::enqueue::enqueue(url, enqueue_jobs, batch, plan, &tick).await?);
+            .push(lockwise_bench::enqueue::enqueue(url, enqueue_jobs, batch, plan, &tick).await?);
     }
     bar.finish_and_clear();
     if let (Some(file), false) = (&a.svg, results.is_empty()) {

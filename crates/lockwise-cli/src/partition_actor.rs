@@ -4,7 +4,7 @@
 //! stdout:
 //!
 //! - `E <history event JSON>`: Enter/Exit of a key's work and every fenced Write, stamped on
-//!   `CLOCK_BOOTTIME` (see `lockwise::history`);
+//!   `CLOCK_BOOTTIME` (see `lockwise_bench::history`);
 //! - `A <assignment JSON>`: `{"generation", "settled", "members", "owned": [key indexes]}` on
 //!   every assignment change.
 //!
@@ -18,10 +18,10 @@ use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use clap::Args;
-use lockwise::history::{Event, What};
 use lockwise::partition::{Group, MemberOptions};
 use lockwise::url::BackendUrl;
 use lockwise::{Error, FencingToken};
+use lockwise_bench::history::{Event, What};
 
 use crate::exit;
 use crate::lab::fenced_file::FencedFile;

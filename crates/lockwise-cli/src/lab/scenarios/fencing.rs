@@ -2,7 +2,7 @@
 
 use std::time::Duration;
 
-use lockwise::history::What;
+use lockwise_bench::history::What;
 use sqlx::AssertSqlSafe;
 use sqlx::postgres::PgPoolOptions;
 

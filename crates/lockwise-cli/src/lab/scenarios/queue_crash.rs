@@ -3,7 +3,7 @@
 
 use std::time::Duration;
 
-use lockwise::history::What;
+use lockwise_bench::history::What;
 use lockwise::postgres::Store;
 use sqlx::AssertSqlSafe;
 use sqlx::postgres::PgPoolOptions;
