@@ -114,6 +114,7 @@ where
 /// A validated schema name and the SQL that uses it.
 #[derive(Debug, Clone)]
 pub(crate) struct Schema {
+    name: String,
     quoted: String,
 }
 
@@ -132,8 +133,14 @@ impl Schema {
             )));
         }
         Ok(Schema {
+            name: name.to_owned(),
             quoted: format!("\"{name}\""),
         })
+    }
+
+    /// The name, unquoted.
+    pub(crate) fn name(&self) -> &str {
+        &self.name
     }
 
     /// `template` with `{schema}` replaced by the quoted name (never user input otherwise).
@@ -149,6 +156,7 @@ mod tests {
     #[test]
     fn a_schema_is_checked_and_quoted() {
         let schema = Schema::new("lockwise_lab_1").unwrap();
+        assert_eq!(schema.name(), "lockwise_lab_1");
         assert_eq!(
             schema.sql("DROP SCHEMA {schema}").0,
             "DROP SCHEMA \"lockwise_lab_1\""

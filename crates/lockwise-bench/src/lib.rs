@@ -28,7 +28,9 @@
 //!
 //! # The lab
 //!
-//! - [`history`]: the checker of recorded histories behind `lockwise lab`'s verdicts.
+//! - [`history`]: the checker of recorded histories behind `lockwise lab`'s verdicts;
+//! - [`lab`]: the lab's scratch PostgreSQL schema, the fenced data its actors write and the
+//!   effects its queue workers record.
 //!
 //! The SQL is in the crate's `sql/` directory, the Lua in `lua/`.
 
@@ -38,6 +40,7 @@ pub mod enqueue;
 mod error;
 mod floor;
 pub mod history;
+pub mod lab;
 pub mod lock;
 pub mod scaling;
 mod server;
