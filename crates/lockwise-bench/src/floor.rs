@@ -2,7 +2,7 @@
 //! server, issued raw on one connection, with no fencing token, renewal or loss check —
 //! `SET k v NX PX` and a compare-and-delete script on Redis, `pg_try_advisory_lock` and
 //! `pg_advisory_unlock` on PostgreSQL, `GET_LOCK` and `RELEASE_LOCK` on MariaDB/MySQL. The
-//! SQL and Lua are in `sql/*/bench/` and `lua/bench/`.
+//! SQL and Lua are in this crate's `sql/` and `lua/`.
 
 use crate::error::{Error, Result};
 use lockwise::url::{BackendUrl, redact_url};
@@ -32,7 +32,7 @@ enum Conn {
 impl Floor {
     /// A raw connection to the server `url` names (Redis, PostgreSQL or MariaDB/MySQL, with
     /// the same connection options lockwise uses). Memory and file URLs have no floor: an
-    /// [`Error::InvalidConfig`].
+    /// [`Error::Config`].
     pub async fn connect(url: &str) -> Result<Floor> {
         let owner = format!("floor-{:016x}", rand::random::<u64>());
         let shown = redact_url(url);
