@@ -81,6 +81,20 @@ impl From<lockwise::Error> for Failure {
     }
 }
 
+impl From<lockwise_bench::Error> for Failure {
+    /// What lockwise said keeps its own exit code; the tooling's own failures are a usage
+    /// error (a bad URL or option) or a backend failure.
+    fn from(e: lockwise_bench::Error) -> Self {
+        match e {
+            lockwise_bench::Error::Lockwise(e) => e.into(),
+            e => Failure {
+                code: if e.is_invalid_input() { USAGE } else { BACKEND },
+                message: e.to_string(),
+            },
+        }
+    }
+}
+
 /// Writes `text` and a newline to standard output and flushes it. A reader that went away
 /// (`lockwise queue enqueue --jsonl < jobs | head -1`) is a failure of its own (exit
 /// [`OUTPUT`]), not a panic, and `done` says what had already happened in the store.

@@ -4,7 +4,7 @@
 //! stdout:
 //!
 //! - `E <history event JSON>`: Enter/Exit of a key's work and every fenced Write, stamped on
-//!   `CLOCK_BOOTTIME` (see `lockwise::history`);
+//!   `CLOCK_BOOTTIME` (see `lockwise_bench::history`);
 //! - `A <assignment JSON>`: `{"generation", "settled", "members", "owned": [key indexes]}` on
 //!   every assignment change.
 //!
@@ -18,10 +18,10 @@ use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use clap::Args;
-use lockwise::history::{Event, What};
 use lockwise::partition::{Group, MemberOptions};
 use lockwise::url::BackendUrl;
 use lockwise::{Error, FencingToken};
+use lockwise_bench::history::{Event, What};
 
 use crate::exit;
 use crate::lab::fenced_file::FencedFile;
@@ -60,7 +60,7 @@ pub(crate) fn fenced_file(dir: &std::path::Path, resource: &str) -> FencedFile {
 #[derive(Clone)]
 enum Fence {
     Redis(lockwise::backend::redis::RedisBackend),
-    Postgres(sqlx::PgPool, lockwise::postgres::Store),
+    Postgres(lockwise_bench::lab::Fence),
     /// A fenced file per resource in the lock directory (the lab's).
     File(std::path::PathBuf),
 }
@@ -72,16 +72,10 @@ impl Fence {
                 Fence::Redis(lockwise::backend::redis::RedisBackend::connect(&url).await?)
             }
             BackendUrl::Postgres(url) => {
-                let pool = sqlx::postgres::PgPoolOptions::new()
-                    .max_connections(4)
-                    .connect(&url)
-                    .await?;
-                let store = match schema {
-                    Some(schema) => lockwise::postgres::Store::with_schema(pool.clone(), schema)?,
-                    None => lockwise::postgres::Store::new(pool.clone()),
-                };
-                store.migrate().await?;
-                Fence::Postgres(pool, store)
+                let fence = lockwise_bench::lab::Fence::open(&url, schema, 4)
+                    .await
+                    .map_err(into_lockwise)?;
+                Fence::Postgres(fence)
             }
             BackendUrl::File(dir) => Fence::File(dir),
             _ => {
@@ -110,12 +104,8 @@ impl Fence {
                     });
             }
             Fence::Redis(redis) => redis.fenced_set(resource, value.as_bytes(), token).await,
-            Fence::Postgres(pool, store) => {
-                let mut tx = pool.begin().await?;
-                match store.fence(&mut tx, resource, token).await {
-                    Ok(()) => tx.commit().await.map_err(Error::from),
-                    Err(e) => Err(e),
-                }
+            Fence::Postgres(fence) => {
+                return fence.write(resource, token).await.map_err(into_lockwise);
             }
         };
         match done {
@@ -123,6 +113,20 @@ impl Fence {
             Err(Error::StaleToken { .. }) => Ok(false),
             Err(e) => Err(e),
         }
+    }
+}
+
+/// The tooling's error as lockwise's: what lockwise said as it was, the rest as a backend
+/// failure of PostgreSQL (the one database the fence is on).
+fn into_lockwise(e: lockwise_bench::Error) -> Error {
+    match e {
+        lockwise_bench::Error::Lockwise(e) => e,
+        lockwise_bench::Error::Config(reason) => Error::InvalidConfig { reason },
+        e => Error::Backend {
+            backend: "postgres",
+            message: e.to_string(),
+            source: Some(Box::new(e)),
+        },
     }
 }
 

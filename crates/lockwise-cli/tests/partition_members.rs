@@ -13,7 +13,7 @@ use std::process::{Child, Command, Stdio};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
-use lockwise::history::{Event, What, check};
+use lockwise_bench::history::{Event, What, check};
 use lockwise_testkit::{PgDatabase, RedisNamespace};
 use nix::sys::signal::{Signal, kill};
 use nix::unistd::Pid;

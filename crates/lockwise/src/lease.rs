@@ -91,7 +91,7 @@ impl fmt::Debug for OwnerToken {
 /// unlike `CLOCK_MONOTONIC` (and so [`std::time::Instant`]), keeps counting while the machine is
 /// suspended — as a lock server's TTL does.
 ///
-/// [`history`](crate::history) events are stamped with it.
+/// The events of `lockwise lab` (the `lockwise_bench::history` checker) are stamped with it.
 pub fn boottime_nanos() -> std::io::Result<u64> {
     let ts = nix::time::clock_gettime(nix::time::ClockId::CLOCK_BOOTTIME)
         .map_err(std::io::Error::from)?;

@@ -58,18 +58,17 @@
 //!   keys, with live membership) and [`singleton`] (a job once per period, with [`postgres`]);
 //! - [`postgres`]: tools for the caller's own transaction (fenced writes, `run_once`,
 //!   transaction-scoped locks); [`queue`]: a job queue on PostgreSQL or MariaDB;
-//! - [`history`]: the checker of recorded histories behind `lockwise lab`; [`url`]: backend
-//!   URLs and password redaction.
+//! - [`url`]: backend URLs and password redaction.
+//!
+//! The tooling lives in a crate of its own, `lockwise-bench`: the measurements behind
+//! `lockwise bench` and the history checker behind `lockwise lab`.
 
 pub mod backend;
-#[cfg(feature = "bench")]
-pub mod bench;
 mod db;
 pub mod election;
 mod error;
 mod gate;
 mod guard;
-pub mod history;
 pub mod lease;
 mod lease_clock;
 mod locker;

@@ -11,7 +11,6 @@ use lockwise::backend::mysql::{MysqlBackend, MysqlBuilder};
 use lockwise::backend::postgres::{PostgresBackend, PostgresBuilder};
 use lockwise::backend::redis::{RedisBackend, RedisBuilder};
 use lockwise::backend::{Attempt, ReleaseWatch};
-use lockwise::history::{Event, Verdict};
 use lockwise::postgres::{Once, Store, XactLock};
 use lockwise::queue::{
     Claimed, ConnectOptions, Job, JobContext, JobId, JobInfo, Queue, Stats, Worker, WorkerReport,
@@ -51,8 +50,6 @@ fn public_types_are_send_and_sync() {
     send_sync::<PostgresBuilder>();
     send_sync::<MysqlBackend>();
     send_sync::<MysqlBuilder>();
-    send_sync::<Event>();
-    send_sync::<Verdict>();
     send_sync::<Queue>();
     send_sync::<Worker>();
     send_sync::<WorkerReport>();

@@ -3,7 +3,7 @@
 
 use std::path::Path;
 
-use lockwise::bench::Entry;
+use lockwise_bench::Entry;
 use plotters::prelude::*;
 
 use crate::exit::{self, Failure};

@@ -12,14 +12,12 @@ use lockwise::backend::Attempt;
 use lockwise::backend::file::FileBackend;
 use lockwise::backend::postgres::PostgresBackend;
 use lockwise::backend::redis::RedisBackend;
-use lockwise::history::{Event, What};
 use lockwise::lease::boottime_nanos;
-use lockwise::postgres::Store;
 use lockwise::queue::{Job, JobId, Queue};
 use lockwise::url::BackendUrl;
 use lockwise::{Error, FencingToken, Guard, LockOptions, Locker, OwnerToken, Retry};
-use sqlx::AssertSqlSafe;
-use sqlx::postgres::{PgPool, PgPoolOptions};
+use lockwise_bench::history::{Event, What};
+use lockwise_bench::lab::{Database, Effects, FencedData};
 use tokio::io::{AsyncBufReadExt, BufReader};
 
 use super::fenced_file::FencedFile;
@@ -86,11 +84,7 @@ enum Raw {
 enum Fence {
     File(FencedFile),
     Redis(RedisBackend),
-    Postgres {
-        store: Store,
-        pool: PgPool,
-        schema: String,
-    },
+    Postgres(FencedData),
 }
 
 /// A grant held through a `Guard`, a switch that silences its lost-signal report once the
@@ -107,7 +101,7 @@ struct Actor {
     locker: Locker,
     raw: Raw,
     fence: Option<Fence>,
-    queue: Option<(Queue, String)>,
+    queue: Option<(Queue, Effects)>,
     held: Option<Held>,
     /// A grant made with one bare backend call (no guard).
     bare: Option<(OwnerToken, FencingToken)>,
@@ -150,13 +144,8 @@ impl Actor {
                     .schema
                     .clone()
                     .ok_or("a PostgreSQL fence needs --schema")?;
-                let pool = pool(&args.url).await?;
-                let store = Store::with_schema(pool.clone(), &schema)?;
-                Some(Fence::Postgres {
-                    store,
-                    pool,
-                    schema,
-                })
+                let db = database(&args.url, &schema).await?;
+                Some(Fence::Postgres(db.fenced_data()?))
             }
             Some(other) => match other.strip_prefix("file:") {
                 Some(path) => Some(Fence::File(FencedFile::new(PathBuf::from(path)))),
@@ -165,8 +154,8 @@ impl Actor {
         };
         let queue = match (&args.queue_url, &args.schema) {
             (Some(url), Some(schema)) => {
-                let pool = pool(url).await?;
-                Some((Queue::with_schema(pool, schema, "lab")?, schema.clone()))
+                let db = database(url, schema).await?;
+                Some((db.queue("lab")?, db.effects()))
             }
             _ => None,
         };
@@ -385,31 +374,7 @@ impl Actor {
                 Err(Error::StaleToken { .. }) => false,
                 Err(e) => return Err(e.into()),
             },
-            Fence::Postgres {
-                store,
-                pool,
-                schema,
-            } => {
-                let mut tx = pool.begin().await?;
-                match store.fence(&mut tx, &resource, token).await {
-                    Ok(()) => {
-                        sqlx::query(AssertSqlSafe(format!(
-                            "INSERT INTO {schema}.lab_data (resource, value, token) \
-                             VALUES ($1, $2, $3) ON CONFLICT (resource) \
-                             DO UPDATE SET value = excluded.value, token = excluded.token"
-                        )))
-                        .bind(&resource)
-                        .bind(value)
-                        .bind(i64::try_from(token.get())?)
-                        .execute(&mut *tx)
-                        .await?;
-                        tx.commit().await?;
-                        true
-                    }
-                    Err(Error::StaleToken { .. }) => false,
-                    Err(e) => return Err(e.into()),
-                }
-            }
+            Fence::Postgres(data) => data.write(&resource, value, token).await?,
         };
         self.event(What::Write {
             resource,
@@ -427,15 +392,7 @@ impl Actor {
                 .fenced_get(&resource)
                 .await?
                 .map(|(v, t)| (String::from_utf8_lossy(&v).into_owned(), t.get())),
-            Fence::Postgres { pool, schema, .. } => {
-                let row: Option<(String, i64)> = sqlx::query_as(AssertSqlSafe(format!(
-                    "SELECT value, token FROM {schema}.lab_data WHERE resource = $1"
-                )))
-                .bind(&resource)
-                .fetch_optional(pool)
-                .await?;
-                row.map(|(v, t)| (v, u64::try_from(t).unwrap_or(0)))
-            }
+            Fence::Postgres(data) => data.read(&resource).await?,
         })
     }
 
@@ -524,7 +481,7 @@ impl Actor {
     }
 
     async fn work(&mut self, batch: u32, lease_ms: u64, job_ms: u64) -> AnyResult<()> {
-        let (queue, schema) = self.queue.as_ref().ok_or("no queue")?;
+        let (queue, effects) = self.queue.as_ref().ok_or("no queue")?;
         let lease = Duration::from_millis(lease_ms);
         loop {
             let claimed = queue
@@ -572,16 +529,7 @@ impl Actor {
                 });
                 tokio::time::sleep(Duration::from_millis(job_ms)).await;
                 // The effect is idempotent: a unique key, not a lock, makes it happen once.
-                let applied = sqlx::query(AssertSqlSafe(format!(
-                    "INSERT INTO {schema}.lab_effects (job_id, worker) VALUES ($1, $2) \
-                     ON CONFLICT (job_id) DO NOTHING"
-                )))
-                .bind(job.id.0)
-                .bind(&self.role)
-                .execute(queue.postgres_pool().ok_or("no PostgreSQL pool")?)
-                .await?
-                .rows_affected();
-                if applied == 1 {
+                if effects.record(job.id.0, &self.role).await? {
                     self.event(What::JobEffect { job: id });
                 } else {
                     self.event(What::Note {
@@ -599,12 +547,9 @@ impl Actor {
 
 const NO_DEL: &str = "session locks cannot be deleted by another session: no wrong way here";
 
-async fn pool(url: &str) -> AnyResult<PgPool> {
-    Ok(PgPoolOptions::new()
-        .max_connections(2)
-        .acquire_timeout(Duration::from_secs(5))
-        .connect(url)
-        .await?)
+/// The lab's scratch schema on `url`, through a pool of two connections.
+async fn database(url: &str, schema: &str) -> AnyResult<Database> {
+    Ok(Database::connect(url, schema, 2, Duration::from_secs(5)).await?)
 }
 
 /// Sleeps until `at` on `CLOCK_BOOTTIME`.

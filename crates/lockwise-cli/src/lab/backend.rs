@@ -4,11 +4,13 @@ use std::path::PathBuf;
 
 use lockwise::backend::file::FileBackend;
 use lockwise::backend::redis::RedisBackend;
-use lockwise::postgres::Store;
 use lockwise::url::{BackendUrl, redact_url};
-use sqlx::postgres::PgPoolOptions;
+use lockwise_bench::lab::Database;
 
 use super::scratch;
+
+/// How long the clean-up waits for its one connection.
+const WIPE_ACQUIRE: std::time::Duration = std::time::Duration::from_secs(30);
 
 /// The lock backend the lab runs on.
 #[derive(Debug, Clone)]
@@ -77,10 +79,8 @@ impl LabBackend {
             }
             LabBackend::Postgres(url) => {
                 let Some(schema) = schema else { return };
-                if let Ok(pool) = PgPoolOptions::new().max_connections(1).connect(url).await
-                    && let Ok(store) = Store::with_schema(pool, schema)
-                {
-                    let _ = store.drop_schema().await;
+                if let Ok(db) = Database::connect(url, schema, 1, WIPE_ACQUIRE).await {
+                    let _ = db.drop_schema().await;
                 }
             }
             LabBackend::File(_) => {

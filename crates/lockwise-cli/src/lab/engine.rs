@@ -5,8 +5,8 @@ use std::path::PathBuf;
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
-use lockwise::history::{Event, Verdict, What, check};
 use lockwise::lease::boottime_nanos;
+use lockwise_bench::history::{Event, Verdict, What, check};
 use nix::sys::signal::{Signal, kill};
 use nix::unistd::Pid;
 

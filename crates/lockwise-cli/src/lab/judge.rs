@@ -1,7 +1,7 @@
 //! Reading a variant's outcome from the events its actors recorded: who did what, whose lock
 //! a release removed, and whether the lesson's predictions held.
 
-use lockwise::history::{Event, What};
+use lockwise_bench::history::{Event, What};
 
 use super::report::Outcome;
 

@@ -3,7 +3,7 @@
 //! Each scenario starts `lockwise lab-actor` child processes, tells them what to do step by
 //! step, freezes them with SIGSTOP/SIGCONT (a real pause: the renewal task stops too), and
 //! collects the events each actor reports about itself. The verdict comes from
-//! [`lockwise::history::check`] over those events, never from this script of what should have
+//! [`lockwise_bench::history::check`] over those events, never from this script of what should have
 //! happened.
 
 pub(crate) mod actor;

@@ -3,7 +3,7 @@
 //! The lab writes [`Op`]s to an actor's stdin; the actor answers on stdout with the events it
 //! lived (stamped with its own pid and `CLOCK_BOOTTIME`), then `done` or `failed`.
 
-use lockwise::history::Event;
+use lockwise_bench::history::Event;
 use serde::{Deserialize, Serialize};
 
 /// One step for an actor to take.

@@ -1,6 +1,6 @@
 //! What a scenario showed, as JSON, and the exit status of a run.
 
-use lockwise::history::{Event, Verdict};
+use lockwise_bench::history::{Event, Verdict};
 use serde_json::json;
 
 use crate::exit;

@@ -3,7 +3,7 @@
 use std::future::Future;
 use std::pin::Pin;
 
-use lockwise::history::check;
+use lockwise_bench::history::check;
 
 use super::children;
 use super::engine::Lab;

@@ -2,8 +2,8 @@
 
 use std::time::{SystemTime, UNIX_EPOCH};
 
-use lockwise::history::{Event, Verdict, What};
 use lockwise::lease::boottime_nanos;
+use lockwise_bench::history::{Event, Verdict, What};
 
 use super::judge::owner_of;
 use super::report::{Report, Variant};

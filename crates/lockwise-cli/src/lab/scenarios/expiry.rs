@@ -3,7 +3,7 @@
 
 use std::time::Duration;
 
-use lockwise::history::What;
+use lockwise_bench::history::What;
 
 use super::{Backends, Scenario};
 use crate::lab::actor::sleep_until;

@@ -2,9 +2,8 @@
 
 use std::time::Duration;
 
-use lockwise::history::What;
-use sqlx::AssertSqlSafe;
-use sqlx::postgres::PgPoolOptions;
+use lockwise_bench::history::What;
+use lockwise_bench::lab::Database;
 
 use super::{Backends, Scenario};
 use crate::lab::actor::sleep_until;
@@ -131,15 +130,7 @@ async fn fenced_writes(lab: &Lab, key: &str, extra: &Extra) -> LabResult<Variant
 /// The fence's tables and the lab's own data table (the user's side of the lesson: the
 /// resource the token protects).
 async fn prepare_pg_fence(url: &str, schema: &str) -> LabResult<()> {
-    let pool = PgPoolOptions::new().max_connections(1).connect(url).await?;
-    lockwise::postgres::Store::with_schema(pool.clone(), schema)?
-        .migrate()
-        .await?;
-    sqlx::query(AssertSqlSafe(format!(
-        "CREATE TABLE IF NOT EXISTS {schema}.lab_data \
-         (resource text PRIMARY KEY, value text NOT NULL, token bigint NOT NULL)"
-    )))
-    .execute(&pool)
-    .await?;
+    let db = Database::connect(url, schema, 1, Duration::from_secs(30)).await?;
+    db.prepare_fence().await?;
     Ok(())
 }

@@ -9,7 +9,7 @@ use std::process::Stdio;
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
-use lockwise::history::{Event, What};
+use lockwise_bench::history::{Event, What};
 use lockwise::lease::boottime_nanos;
 use nix::sys::signal::{Signal, kill};
 use nix::unistd::Pid;

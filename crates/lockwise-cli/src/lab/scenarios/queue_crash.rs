@@ -3,10 +3,8 @@
 
 use std::time::Duration;
 
-use lockwise::history::What;
-use lockwise::postgres::Store;
-use sqlx::AssertSqlSafe;
-use sqlx::postgres::PgPoolOptions;
+use lockwise_bench::history::What;
+use lockwise_bench::lab::Database;
 
 use super::{Backends, Scenario};
 use crate::lab::engine::{Extra, Lab};
@@ -32,17 +30,20 @@ const MAX_ATTEMPTS: u16 = 3;
 async fn run(lab: &Lab, report: &mut Report) -> LabResult<()> {
     let url = lab.queue_url.clone();
     let shown = lockwise::url::redact_url(&url);
-    let pool = match tokio::time::timeout(
+    let schema = format!("lockwise_lab_q_{}", lab.run_id.replace('-', "_"));
+    let db = match tokio::time::timeout(
         Duration::from_secs(5),
-        PgPoolOptions::new()
-            .max_connections(1)
-            .acquire_timeout(Duration::from_secs(3))
-            .connect(&url),
+        Database::connect(&url, &schema, 1, Duration::from_secs(3)),
     )
     .await
     {
-        Ok(Ok(pool)) => pool,
+        Ok(Ok(db)) => db,
         Ok(Err(e)) => {
+            // The driver's own words, as the connection failed.
+            let e = match e {
+                lockwise_bench::Error::Sql(e) => e.to_string(),
+                e => e.to_string(),
+            };
             report.not_run = Some(format!(
                 "NOT RUN: needs PostgreSQL, and none answered at {shown} ({e}); pass --queue-url"
             ));
@@ -56,34 +57,20 @@ async fn run(lab: &Lab, report: &mut Report) -> LabResult<()> {
         }
     };
     report.backend = "postgres".into();
-    let schema = format!("lockwise_lab_q_{}", lab.run_id.replace('-', "_"));
-    let result = crash_a_worker(lab, &url, &pool, &schema).await;
+    let result = crash_a_worker(lab, &url, &db).await;
     // The queue's tables and the effects table live in the schema: drop it all.
-    if let Ok(store) = Store::with_schema(pool, &schema) {
-        let _ = store.drop_schema().await;
-    }
+    let _ = db.drop_schema().await;
     report.variants.push(result?);
     Ok(())
 }
 
-async fn crash_a_worker(
-    lab: &Lab,
-    url: &str,
-    pool: &sqlx::PgPool,
-    schema: &str,
-) -> LabResult<Variant> {
-    lockwise::queue::Queue::with_schema(pool.clone(), schema, "lab")?
-        .migrate()
-        .await?;
+async fn crash_a_worker(lab: &Lab, url: &str, db: &Database) -> LabResult<Variant> {
+    db.queue("lab")?.migrate().await?;
     // The jobs' effect: the user's own table, keyed by job so that an effect lands once.
-    sqlx::query(AssertSqlSafe(format!(
-        "CREATE TABLE {schema}.lab_effects (job_id bigint PRIMARY KEY, worker text NOT NULL)"
-    )))
-    .execute(pool)
-    .await?;
+    db.create_effects().await?;
     let key = lab.key(SCENARIO.name, 1);
     let extra = Extra {
-        schema: Some(schema.to_owned()),
+        schema: Some(db.schema().to_owned()),
         queue_url: Some(url.to_owned()),
         ..Extra::default()
     };
@@ -129,11 +116,7 @@ async fn crash_a_worker(
         }
         survivors.push(w);
     }
-    let effects: i64 = sqlx::query_scalar(AssertSqlSafe(format!(
-        "SELECT count(*) FROM {schema}.lab_effects"
-    )))
-    .fetch_one(pool)
-    .await?;
+    let effects = db.effects().count().await?;
     lab.note(format!(
         "the effects table (job_id PRIMARY KEY) holds {effects} rows for {JOBS} jobs"
     ));

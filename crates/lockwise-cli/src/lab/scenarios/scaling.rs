@@ -1,12 +1,12 @@
 //! The lesson's exercise 3 as a lab scenario: a queue guarded by a distributed lock against
 //! SKIP LOCKED as workers grow, measured by `lockwise bench`'s own experiment
-//! (`lockwise::bench::scaling`), with the lesson's structural explanation beside the numbers.
+//! (`lockwise_bench::scaling`), with the lesson's structural explanation beside the numbers.
 //! On demand (`lockwise lab scaling`): it measures throughput, so it takes about a minute.
 
 
-use lockwise::bench::scaling::{Scaling, Strategy};
-use lockwise::bench::{Entry, Plan};
-use lockwise::history::Verdict;
+use lockwise_bench::scaling::{Scaling, Strategy};
+use lockwise_bench::{Entry, Plan};
+use lockwise_bench::history::Verdict;
 
 use super::{Backends, Scenario};
 use crate::lab::backend::LabBackend;
@@ -48,7 +48,7 @@ pub(super) fn redis_url(backend: &LabBackend) -> String {
 async fn run(lab: &Lab, report: &mut Report) -> LabResult<()> {
     let redis = redis_url(&lab.backend);
     let setup = Scaling::new(lab.queue_url.clone(), redis);
-    let results = match lockwise::bench::scaling::scaling(
+    let results = match lockwise_bench::scaling::scaling(
         &setup,
         Plan::new(3, lab.round),
         &|| {},

@@ -15,11 +15,11 @@ use sqlx::{AssertSqlSafe, PgPool};
 use tokio::time::Instant;
 use tokio_util::sync::CancellationToken;
 
-use super::dead_tuples::DeadTuples;
-use super::{Entry, Plan};
-use crate::db::pg_conn::Schema;
+use crate::conn::Schema;
+use crate::dead_tuples::DeadTuples;
 use crate::error::{Error, Result};
-use crate::queue::{Queue, Worker};
+use crate::{Entry, Plan};
+use lockwise::queue::{Queue, Worker};
 
 /// The queue's name in the bench's store.
 const QUEUE: &str = "bench";
@@ -50,7 +50,7 @@ pub async fn throughput(
     plan: Plan,
     tick: &(dyn Fn() + Sync),
 ) -> Result<Entry> {
-    let pool = crate::db::pg_conn::pool(url, (WORKERS + 6) as u32).await?;
+    let pool = crate::conn::pg_pool(url, (WORKERS + 6) as u32).await?;
     let name = format!(
         "lockwise_bench_q_{}_{:04x}",
         std::process::id(),
@@ -59,21 +59,17 @@ pub async fn throughput(
     let schema = Schema::new(&name)?;
     let queue = Queue::with_schema(pool.clone(), &name, QUEUE)?;
     queue.migrate().await?;
-    sqlx::raw_sql(schema.sql(include_str!("../../sql/postgres/bench/floor_schema.sql")))
+    sqlx::raw_sql(schema.sql(include_str!("../sql/postgres/floor_schema.sql")))
         .execute(&pool)
         .await?;
     let sql = |text: &str| schema.sql(text).0;
     let statements = Statements {
-        truncate: sql(include_str!("../../sql/postgres/bench/queue_truncate.sql")),
-        fill: sql(include_str!("../../sql/postgres/bench/queue_fill.sql")),
-        fill_floor: sql(include_str!("../../sql/postgres/bench/floor_fill.sql")),
-        analyze: sql(include_str!("../../sql/postgres/bench/queue_analyze.sql")),
-        claim: sql(include_str!(
-            "../../sql/postgres/bench/queue_floor_claim.sql"
-        )),
-        complete: sql(include_str!(
-            "../../sql/postgres/bench/queue_floor_complete.sql"
-        )),
+        truncate: sql(include_str!("../sql/postgres/queue_truncate.sql")),
+        fill: sql(include_str!("../sql/postgres/queue_fill.sql")),
+        fill_floor: sql(include_str!("../sql/postgres/floor_fill.sql")),
+        analyze: sql(include_str!("../sql/postgres/queue_analyze.sql")),
+        claim: sql(include_str!("../sql/postgres/queue_floor_claim.sql")),
+        complete: sql(include_str!("../sql/postgres/queue_floor_complete.sql")),
     };
     let split = split.clamp(1, WORKERS);
     let outcome = rounds(
@@ -88,10 +84,9 @@ pub async fn throughput(
         tick,
     )
     .await;
-    let dropped =
-        sqlx::raw_sql(schema.sql(include_str!("../../sql/postgres/bench/scaling_drop.sql")))
-            .execute(&pool)
-            .await;
+    let dropped = sqlx::raw_sql(schema.sql(include_str!("../sql/postgres/scaling_drop.sql")))
+        .execute(&pool)
+        .await;
     pool.close().await;
     let entry = outcome?;
     dropped?;

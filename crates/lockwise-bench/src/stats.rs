@@ -21,7 +21,7 @@ impl Spread {
     /// The spread of `values`; `None` when there are none (or one is not a number).
     ///
     /// ```
-    /// use lockwise::bench::Spread;
+    /// use lockwise_bench::Spread;
     /// let s = Spread::of(&[3.0, 1.0, 2.0]).unwrap();
     /// assert_eq!((s.median, s.min, s.max), (2.0, 1.0, 3.0));
     /// assert_eq!(Spread::of(&[1.0, 4.0]).unwrap().median, 2.5);
@@ -51,7 +51,7 @@ impl Spread {
 ///
 /// ```
 /// use std::time::Duration;
-/// use lockwise::bench::percentile_us;
+/// use lockwise_bench::percentile_us;
 /// let ms = |n| Duration::from_millis(n);
 /// let samples = [ms(1), ms(2), ms(3), ms(4), ms(100)];
 /// assert_eq!(percentile_us(&samples, 0.5), Some(3000.0));

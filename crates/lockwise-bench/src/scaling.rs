@@ -25,11 +25,11 @@ use std::time::Duration;
 use sqlx::{Connection, PgConnection};
 use tokio::time::{Instant, sleep};
 
-use super::{Entry, Plan};
-use crate::db::pg_conn::Schema;
+use crate::conn::Schema;
 use crate::error::{Error, Result};
-use crate::url::redact_url;
-use crate::{LockOptions, Locker};
+use crate::{Entry, Plan};
+use lockwise::url::redact_url;
+use lockwise::{LockOptions, Locker};
 
 /// How a worker gets its next job.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -124,47 +124,38 @@ struct Statements {
 /// scaling fields set; the jobs live in a schema of the bench's own, dropped at the end.
 pub async fn scaling(setup: &Scaling, plan: Plan, tick: &(dyn Fn() + Sync)) -> Result<Vec<Entry>> {
     let shown = redact_url(&setup.postgres_url);
-    let options = crate::db::pg_conn::connect_options(&setup.postgres_url)?;
-    let mut control = crate::db::pg_conn::connect(&options, &shown).await?;
+    let options = crate::conn::pg_options(&setup.postgres_url)?;
+    let mut control = crate::conn::pg_connect(&options, &shown).await?;
     let name = format!(
         "lockwise_bench_{}_{:04x}",
         std::process::id(),
         rand::random::<u16>()
     );
     let schema = Schema::new(&name)?;
-    sqlx::raw_sql(schema.sql(include_str!("../../sql/postgres/bench/scaling_schema.sql")))
+    sqlx::raw_sql(schema.sql(include_str!("../sql/postgres/scaling_schema.sql")))
         .execute(&mut control)
         .await?;
     let sql = Statements {
         fill: schema
-            .sql(include_str!("../../sql/postgres/bench/scaling_fill.sql"))
+            .sql(include_str!("../sql/postgres/scaling_fill.sql"))
             .0,
         lock_fetch: schema
-            .sql(include_str!(
-                "../../sql/postgres/bench/scaling_lock_fetch.sql"
-            ))
+            .sql(include_str!("../sql/postgres/scaling_lock_fetch.sql"))
             .0,
         lock_take: schema
-            .sql(include_str!(
-                "../../sql/postgres/bench/scaling_lock_take.sql"
-            ))
+            .sql(include_str!("../sql/postgres/scaling_lock_take.sql"))
             .0,
         skip_claim: schema
-            .sql(include_str!(
-                "../../sql/postgres/bench/scaling_skip_claim.sql"
-            ))
+            .sql(include_str!("../sql/postgres/scaling_skip_claim.sql"))
             .0,
         partition_claim: schema
-            .sql(include_str!(
-                "../../sql/postgres/bench/scaling_partition_claim.sql"
-            ))
+            .sql(include_str!("../sql/postgres/scaling_partition_claim.sql"))
             .0,
     };
     let outcome = measure(setup, plan, tick, &mut control, &sql, &name).await;
-    let dropped =
-        sqlx::raw_sql(schema.sql(include_str!("../../sql/postgres/bench/scaling_drop.sql")))
-            .execute(&mut control)
-            .await;
+    let dropped = sqlx::raw_sql(schema.sql(include_str!("../sql/postgres/scaling_drop.sql")))
+        .execute(&mut control)
+        .await;
     let _ = control.close().await;
     let entries = outcome?;
     dropped?;
@@ -225,7 +216,7 @@ async fn measure(
 fn entry(strategy: Strategy, workers: usize, runs: &[Run]) -> Result<Entry> {
     let rates: Vec<f64> = runs.iter().map(|r| r.jobs_per_s).collect();
     let mut entry = Entry::measure("scaling", "postgres", "jobs/s", &rates)?;
-    let median = |values: Vec<f64>| super::Spread::of(&values).map(|s| s.median);
+    let median = |values: Vec<f64>| crate::Spread::of(&values).map(|s| s.median);
     entry.strategy = Some(strategy.as_str().to_owned());
     entry.tasks = Some(workers);
     entry.workers = Some(workers);
@@ -256,18 +247,17 @@ async fn run_once(
         .execute(&mut *control)
         .await?;
     let dead_before = dead_tuples(control, schema_name).await?;
-    let wal_before: i64 =
-        sqlx::query_scalar(include_str!("../../sql/postgres/bench/scaling_wal.sql"))
-            .fetch_one(&mut *control)
-            .await?;
+    let wal_before: i64 = sqlx::query_scalar(include_str!("../sql/postgres/scaling_wal.sql"))
+        .fetch_one(&mut *control)
+        .await?;
 
     let counters = Arc::new(Counters::default());
-    let options = crate::db::pg_conn::connect_options(&setup.postgres_url)?;
+    let options = crate::conn::pg_options(&setup.postgres_url)?;
     let shown = redact_url(&setup.postgres_url);
     let mut conns = Vec::with_capacity(workers);
     let mut lockers = Vec::with_capacity(workers);
     for _ in 0..workers {
-        conns.push(crate::db::pg_conn::connect(&options, &shown).await?);
+        conns.push(crate::conn::pg_connect(&options, &shown).await?);
         if strategy == Strategy::LockGuarded {
             // A locker each: the workers are processes of their own in the lesson.
             lockers.push(Locker::connect(&setup.redis_url).await?);
@@ -316,10 +306,9 @@ async fn run_once(
     }
     let took = started.elapsed();
     let jobs = counters.jobs.load(Ordering::SeqCst);
-    let wal_after: i64 =
-        sqlx::query_scalar(include_str!("../../sql/postgres/bench/scaling_wal.sql"))
-            .fetch_one(&mut *control)
-            .await?;
+    let wal_after: i64 = sqlx::query_scalar(include_str!("../sql/postgres/scaling_wal.sql"))
+        .fetch_one(&mut *control)
+        .await?;
     let per_job = |total: f64| (jobs > 0).then(|| total / jobs as f64);
     let claims = counters.claims.load(Ordering::SeqCst);
     let (wal, dead) = if strategy != Strategy::LockGuarded {
@@ -349,13 +338,11 @@ async fn run_once(
 }
 
 async fn dead_tuples(control: &mut PgConnection, schema_name: &str) -> Result<i64> {
-    sqlx::query(include_str!(
-        "../../sql/postgres/bench/scaling_flush_stats.sql"
-    ))
-    .execute(&mut *control)
-    .await?;
+    sqlx::query(include_str!("../sql/postgres/scaling_flush_stats.sql"))
+        .execute(&mut *control)
+        .await?;
     Ok(
-        sqlx::query_scalar(include_str!("../../sql/postgres/bench/dead_tuples.sql"))
+        sqlx::query_scalar(include_str!("../sql/postgres/dead_tuples.sql"))
             .bind(schema_name)
             .fetch_optional(&mut *control)
             .await?

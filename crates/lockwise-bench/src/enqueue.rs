@@ -13,10 +13,10 @@ use serde_json::json;
 use sqlx::AssertSqlSafe;
 use tokio::time::Instant;
 
-use super::{Entry, Plan};
 use crate::error::{Error, Result};
-use crate::queue::{Job, Queue};
-use crate::url::BackendUrl;
+use crate::{Entry, Plan};
+use lockwise::queue::{Job, Queue};
+use lockwise::url::BackendUrl;
 
 /// The queue's name in the bench's store.
 const QUEUE: &str = "bench";
@@ -25,7 +25,7 @@ const QUEUE: &str = "bench";
 enum Store {
     Postgres {
         pool: sqlx::PgPool,
-        schema: crate::db::pg_conn::Schema,
+        schema: crate::conn::Schema,
     },
     Mysql {
         pool: sqlx::MySqlPool,
@@ -50,13 +50,13 @@ pub async fn enqueue(
     );
     let (store, queue, backend) = match BackendUrl::parse(url)? {
         BackendUrl::Postgres(url) => {
-            let pool = crate::db::pg_conn::pool(&url, 2).await?;
-            let schema = crate::db::pg_conn::Schema::new(&name)?;
+            let pool = crate::conn::pg_pool(&url, 2).await?;
+            let schema = crate::conn::Schema::new(&name)?;
             let queue = Queue::with_schema(pool.clone(), &name, QUEUE)?;
             (Store::Postgres { pool, schema }, queue, "postgres")
         }
         BackendUrl::Mysql(url) => {
-            let pool = crate::db::mysql_conn::pool(&url, 2).await?;
+            let pool = crate::conn::mysql_pool(&url, 2).await?;
             let queue = Queue::mysql_with_prefix(pool.clone(), &name, QUEUE)?;
             let table = format!("{name}_jobs");
             (Store::Mysql { pool, table }, queue, "mysql")
@@ -134,7 +134,7 @@ impl Store {
     /// inserts into lockwise's own jobs table, whose layout is the floor's).
     async fn create_floor(&self) -> Result<()> {
         if let Store::Postgres { pool, schema } = self {
-            let sql = schema.sql(include_str!("../../sql/postgres/bench/floor_schema.sql"));
+            let sql = schema.sql(include_str!("../sql/postgres/floor_schema.sql"));
             sqlx::raw_sql(sql).execute(pool).await?;
         }
         Ok(())
@@ -144,11 +144,11 @@ impl Store {
     async fn truncate(&self) -> Result<()> {
         match self {
             Store::Postgres { pool, schema } => {
-                let sql = schema.sql(include_str!("../../sql/postgres/bench/queue_truncate.sql"));
+                let sql = schema.sql(include_str!("../sql/postgres/queue_truncate.sql"));
                 sqlx::raw_sql(sql).execute(pool).await?;
             }
             Store::Mysql { pool, table } => {
-                let sql = include_str!("../../sql/mysql/bench/enqueue_truncate.sql");
+                let sql = include_str!("../sql/mysql/enqueue_truncate.sql");
                 sqlx::raw_sql(AssertSqlSafe(sql.replace("{jobs}", table)))
                     .execute(pool)
                     .await?;
@@ -162,7 +162,7 @@ impl Store {
         let payloads = vec![json!({}).to_string(); n];
         let done = match self {
             Store::Postgres { pool, schema } => {
-                let sql = schema.sql(include_str!("../../sql/postgres/bench/enqueue_floor.sql"));
+                let sql = schema.sql(include_str!("../sql/postgres/enqueue_floor.sql"));
                 sqlx::query(AssertSqlSafe(sql.0))
                     .bind(QUEUE)
                     .bind(&payloads)
@@ -171,7 +171,7 @@ impl Store {
                     .rows_affected()
             }
             Store::Mysql { pool, table } => {
-                let text = include_str!("../../sql/mysql/bench/enqueue_floor.sql");
+                let text = include_str!("../sql/mysql/enqueue_floor.sql");
                 let (head, row) = text
                     .rsplit_once("VALUES")
                     .ok_or_else(|| Error::config("enqueue_floor.sql has no VALUES"))?;
@@ -191,13 +191,13 @@ impl Store {
     async fn drop_all(&self) -> Result<()> {
         let dropped = match self {
             Store::Postgres { pool, schema } => {
-                let sql = schema.sql(include_str!("../../sql/postgres/bench/scaling_drop.sql"));
+                let sql = schema.sql(include_str!("../sql/postgres/scaling_drop.sql"));
                 let done = sqlx::raw_sql(sql).execute(pool).await.map(|_| ());
                 pool.close().await;
                 done
             }
             Store::Mysql { pool, table } => {
-                let sql = include_str!("../../sql/mysql/bench/enqueue_drop.sql");
+                let sql = include_str!("../sql/mysql/enqueue_drop.sql");
                 let done = sqlx::raw_sql(AssertSqlSafe(sql.replace("{jobs}", table)))
                     .execute(pool)
                     .await

@@ -5,7 +5,7 @@ use serde::Serialize;
 use sqlx::{Connection, Row};
 
 use crate::error::{Error, Result};
-use crate::url::{BackendUrl, redact_url};
+use lockwise::url::{BackendUrl, redact_url};
 
 /// A server's version and durability settings.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize)]
@@ -27,16 +27,16 @@ pub async fn describe(url: &str) -> Result<ServerInfo> {
     match BackendUrl::parse(url)? {
         BackendUrl::Redis(url) => {
             let client = redis::Client::open(url.as_str())
-                .map_err(|e| Error::backend("redis", format!("bad URL {shown}"), e))?;
+                .map_err(|e| Error::redis(format!("bad URL {shown}"), e))?;
             let mut conn = client
                 .get_multiplexed_async_connection()
                 .await
-                .map_err(|e| Error::backend("redis", format!("cannot connect to {shown}"), e))?;
+                .map_err(|e| Error::redis(format!("cannot connect to {shown}"), e))?;
             let info: String = redis::cmd("INFO")
                 .arg("server")
                 .query_async(&mut conn)
                 .await
-                .map_err(|e| Error::backend("redis", "INFO failed", e))?;
+                .map_err(|e| Error::redis("INFO failed", e))?;
             let version = info
                 .lines()
                 .find_map(|line| line.strip_prefix("redis_version:"))
@@ -64,9 +64,9 @@ pub async fn describe(url: &str) -> Result<ServerInfo> {
             })
         }
         BackendUrl::Postgres(url) => {
-            let options = crate::db::pg_conn::connect_options(&url)?;
-            let mut conn = crate::db::pg_conn::connect(&options, &shown).await?;
-            let row = sqlx::query(include_str!("../../sql/postgres/bench/server.sql"))
+            let options = crate::conn::pg_options(&url)?;
+            let mut conn = crate::conn::pg_connect(&options, &shown).await?;
+            let row = sqlx::query(include_str!("../sql/postgres/server.sql"))
                 .fetch_one(&mut conn)
                 .await?;
             let info = from_row("postgres", &row, &["fsync", "synchronous_commit"]);
@@ -74,11 +74,11 @@ pub async fn describe(url: &str) -> Result<ServerInfo> {
             info
         }
         BackendUrl::Mysql(url) => {
-            let options = crate::db::mysql_conn::connect_options(&url)?;
+            let options = crate::conn::mysql_options(&url)?;
             let mut conn = sqlx::MySqlConnection::connect_with(&options)
                 .await
                 .map_err(|e| Error::backend("mysql", format!("cannot connect to {shown}"), e))?;
-            let row = sqlx::query(include_str!("../../sql/mysql/bench/server.sql"))
+            let row = sqlx::query(include_str!("../sql/mysql/server.sql"))
                 .fetch_one(&mut conn)
                 .await?;
             let info = from_row(

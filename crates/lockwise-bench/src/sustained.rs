@@ -14,11 +14,11 @@ use sqlx::{AssertSqlSafe, PgPool};
 use tokio::time::{Instant, sleep};
 use tokio_util::sync::CancellationToken;
 
-use super::dead_tuples::DeadTuples;
-use super::{Entry, Plan};
-use crate::db::pg_conn::Schema;
+use crate::conn::Schema;
+use crate::dead_tuples::DeadTuples;
 use crate::error::{Error, Result};
-use crate::queue::{Job, Queue, Worker};
+use crate::{Entry, Plan};
+use lockwise::queue::{Job, Queue, Worker};
 
 /// The queue's name in the bench's store.
 const QUEUE: &str = "bench";
@@ -73,7 +73,7 @@ pub async fn sustained(
     tick: &(dyn Fn() + Sync),
 ) -> Result<Entry> {
     let workers = load.workers.max(1);
-    let pool = crate::db::pg_conn::pool(url, (workers + 8) as u32).await?;
+    let pool = crate::conn::pg_pool(url, (workers + 8) as u32).await?;
     let outcome = rounds(&pool, Load { workers, ..load }, plan, tick).await;
     pool.close().await;
     outcome
@@ -158,7 +158,7 @@ impl Run {
         let schema = Schema::new(&name)?;
         let queue = Queue::with_schema(pool.clone(), &name, QUEUE)?;
         queue.migrate().await?;
-        sqlx::raw_sql(schema.sql(include_str!("../../sql/postgres/bench/floor_schema.sql")))
+        sqlx::raw_sql(schema.sql(include_str!("../sql/postgres/floor_schema.sql")))
             .execute(pool)
             .await?;
         Ok(Run {
@@ -172,7 +172,7 @@ impl Run {
     async fn drop_store(&self) -> Result<()> {
         sqlx::raw_sql(
             self.schema
-                .sql(include_str!("../../sql/postgres/bench/scaling_drop.sql")),
+                .sql(include_str!("../sql/postgres/scaling_drop.sql")),
         )
         .execute(&self.pool)
         .await?;
@@ -235,7 +235,7 @@ impl Run {
             .collect();
         let sql = self
             .schema
-            .sql(include_str!("../../sql/postgres/bench/enqueue_floor.sql"));
+            .sql(include_str!("../sql/postgres/enqueue_floor.sql"));
         let done = sqlx::query(sql)
             .bind(QUEUE)
             .bind(&payloads)
@@ -270,6 +270,7 @@ impl Run {
                 )
                 .await
                 .map(|_| ())
+                .map_err(Error::from)
         })
     }
 
@@ -282,12 +283,8 @@ impl Run {
         stop: CancellationToken,
     ) -> tokio::task::JoinHandle<Result<()>> {
         let sql = |text: &str| self.schema.sql(text).0;
-        let claim = sql(include_str!(
-            "../../sql/postgres/bench/queue_floor_claim.sql"
-        ));
-        let complete = sql(include_str!(
-            "../../sql/postgres/bench/queue_floor_complete.sql"
-        ));
+        let claim = sql(include_str!("../sql/postgres/queue_floor_claim.sql"));
+        let complete = sql(include_str!("../sql/postgres/queue_floor_complete.sql"));
         let pool = self.pool.clone();
         tokio::spawn(async move {
             let mut set = tokio::task::JoinSet::new();

@@ -4,7 +4,7 @@
 //! from a script of what should have happened.
 //!
 //! ```
-//! use lockwise::history::{check, Event, What};
+//! use lockwise_bench::history::{check, Event, What};
 //!
 //! let events = vec![
 //!     Event::new("A", 10, 0, What::Enter { resource: "r".into() }),
@@ -316,6 +316,13 @@ pub fn check(events: &[Event]) -> Verdict {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn events_and_verdicts_cross_threads() {
+        fn send_sync<T: Send + Sync>() {}
+        send_sync::<Event>();
+        send_sync::<Verdict>();
+    }
 
     fn ev(p: &str, at: u64, what: What) -> Event {
         Event::new(p, 1, at, what)

@@ -2,15 +2,13 @@
 //! server, issued raw on one connection, with no fencing token, renewal or loss check —
 //! `SET k v NX PX` and a compare-and-delete script on Redis, `pg_try_advisory_lock` and
 //! `pg_advisory_unlock` on PostgreSQL, `GET_LOCK` and `RELEASE_LOCK` on MariaDB/MySQL. The
-//! SQL and Lua are in `sql/*/bench/` and `lua/bench/`.
+//! SQL and Lua are in this crate's `sql/` and `lua/`.
 
 use crate::error::{Error, Result};
-use crate::url::{BackendUrl, redact_url};
+use lockwise::url::{BackendUrl, redact_url};
 
-#[cfg(feature = "redis")]
-static FLOOR_RELEASE: std::sync::LazyLock<redis::Script> = std::sync::LazyLock::new(|| {
-    redis::Script::new(include_str!("../../lua/bench/floor_release.lua"))
-});
+static FLOOR_RELEASE: std::sync::LazyLock<redis::Script> =
+    std::sync::LazyLock::new(|| redis::Script::new(include_str!("../lua/floor_release.lua")));
 
 /// One raw connection that takes and releases locks the floor's way.
 pub struct Floor {
@@ -26,43 +24,35 @@ impl std::fmt::Debug for Floor {
 }
 
 enum Conn {
-    #[cfg(feature = "redis")]
     Redis(redis::aio::MultiplexedConnection),
-    #[cfg(feature = "postgres")]
     Postgres(sqlx::PgConnection),
-    #[cfg(feature = "mysql")]
     Mysql(sqlx::MySqlConnection),
 }
 
 impl Floor {
     /// A raw connection to the server `url` names (Redis, PostgreSQL or MariaDB/MySQL, with
     /// the same connection options lockwise uses). Memory and file URLs have no floor: an
-    /// [`Error::InvalidConfig`].
+    /// [`Error::Config`].
     pub async fn connect(url: &str) -> Result<Floor> {
         let owner = format!("floor-{:016x}", rand::random::<u64>());
         let shown = redact_url(url);
         let conn = match BackendUrl::parse(url)? {
-            #[cfg(feature = "redis")]
             BackendUrl::Redis(url) => {
                 let client = redis::Client::open(url.as_str())
-                    .map_err(|e| Error::backend("redis", format!("bad URL {shown}"), e))?;
+                    .map_err(|e| Error::redis(format!("bad URL {shown}"), e))?;
                 let conn = client
                     .get_multiplexed_async_connection()
                     .await
-                    .map_err(|e| {
-                        Error::backend("redis", format!("cannot connect to {shown}"), e)
-                    })?;
+                    .map_err(|e| Error::redis(format!("cannot connect to {shown}"), e))?;
                 Conn::Redis(conn)
             }
-            #[cfg(feature = "postgres")]
             BackendUrl::Postgres(url) => {
-                let options = crate::db::pg_conn::connect_options(&url)?;
-                Conn::Postgres(crate::db::pg_conn::connect(&options, &shown).await?)
+                let options = crate::conn::pg_options(&url)?;
+                Conn::Postgres(crate::conn::pg_connect(&options, &shown).await?)
             }
-            #[cfg(feature = "mysql")]
             BackendUrl::Mysql(url) => {
                 use sqlx::Connection;
-                let options = crate::db::mysql_conn::connect_options(&url)?;
+                let options = crate::conn::mysql_options(&url)?;
                 let conn = sqlx::MySqlConnection::connect_with(&options)
                     .await
                     .map_err(|e| {
@@ -84,12 +74,10 @@ impl Floor {
     /// `None` for the databases, whose session locks need a connection per task.
     pub fn share(&self) -> Option<Floor> {
         match &self.conn {
-            #[cfg(feature = "redis")]
             Conn::Redis(conn) => Some(Floor {
                 conn: Conn::Redis(conn.clone()),
                 owner: self.owner.clone(),
             }),
-            #[allow(unreachable_patterns)]
             _ => None,
         }
     }
@@ -97,7 +85,6 @@ impl Floor {
     /// Tries to take `key` (one round trip): `true` when taken.
     pub async fn try_acquire(&mut self, key: &str) -> Result<bool> {
         match &mut self.conn {
-            #[cfg(feature = "redis")]
             Conn::Redis(conn) => {
                 let set: Option<String> = redis::cmd("SET")
                     .arg(key)
@@ -107,24 +94,22 @@ impl Floor {
                     .arg(30_000)
                     .query_async(conn)
                     .await
-                    .map_err(|e| Error::backend("redis", "SET NX PX failed", e))?;
+                    .map_err(|e| Error::redis("SET NX PX failed", e))?;
                 Ok(set.is_some())
             }
-            #[cfg(feature = "postgres")]
             Conn::Postgres(conn) => {
-                let (a, b) = crate::db::pg_conn::advisory_key(key);
+                let (a, b) = lockwise::postgres::advisory_key(key);
                 Ok(
-                    sqlx::query_scalar(include_str!("../../sql/postgres/bench/floor_acquire.sql"))
+                    sqlx::query_scalar(include_str!("../sql/postgres/floor_acquire.sql"))
                         .bind(a)
                         .bind(b)
                         .fetch_one(conn)
                         .await?,
                 )
             }
-            #[cfg(feature = "mysql")]
             Conn::Mysql(conn) => {
                 let got: Option<i64> =
-                    sqlx::query_scalar(include_str!("../../sql/mysql/bench/floor_acquire.sql"))
+                    sqlx::query_scalar(include_str!("../sql/mysql/floor_acquire.sql"))
                         .bind(key)
                         .fetch_one(conn)
                         .await?;
@@ -136,31 +121,28 @@ impl Floor {
     /// Releases `key` if this connection holds it (one round trip): `true` when released.
     pub async fn release(&mut self, key: &str) -> Result<bool> {
         match &mut self.conn {
-            #[cfg(feature = "redis")]
             Conn::Redis(conn) => {
                 let deleted: i64 = FLOOR_RELEASE
                     .key(key)
                     .arg(&self.owner)
                     .invoke_async(conn)
                     .await
-                    .map_err(|e| Error::backend("redis", "compare-and-delete failed", e))?;
+                    .map_err(|e| Error::redis("compare-and-delete failed", e))?;
                 Ok(deleted == 1)
             }
-            #[cfg(feature = "postgres")]
             Conn::Postgres(conn) => {
-                let (a, b) = crate::db::pg_conn::advisory_key(key);
+                let (a, b) = lockwise::postgres::advisory_key(key);
                 Ok(
-                    sqlx::query_scalar(include_str!("../../sql/postgres/bench/floor_release.sql"))
+                    sqlx::query_scalar(include_str!("../sql/postgres/floor_release.sql"))
                         .bind(a)
                         .bind(b)
                         .fetch_one(conn)
                         .await?,
                 )
             }
-            #[cfg(feature = "mysql")]
             Conn::Mysql(conn) => {
                 let released: Option<i64> =
-                    sqlx::query_scalar(include_str!("../../sql/mysql/bench/floor_release.sql"))
+                    sqlx::query_scalar(include_str!("../sql/mysql/floor_release.sql"))
                         .bind(key)
                         .fetch_one(conn)
                         .await?;

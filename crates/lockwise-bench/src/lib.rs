@@ -1,26 +1,46 @@
-//! Measuring lockwise against its floor, side by side in one run: `lockwise bench` is built on
-//! this module. A figure alone means little on a shared, noisy machine; a ratio to the raw
-//! protocol measured in the same run, alternating sides round by round, means a lot. Each
-//! [`Entry`] therefore holds lockwise's figure, its floor's, and their ratio, as the median and
-//! range of at least five rounds.
+//! The tooling of lockwise, out of the product: the measurements behind `lockwise bench`,
+//! and the database side and history checker of `lockwise lab`. Nothing here is part of
+//! the library's API; it uses the public API of [`lockwise`] and opens its own database
+//! connections.
+//!
+//! # Benches
+//!
+//! Measuring lockwise against its floor, side by side in one run. A figure alone means little
+//! on a shared, noisy machine; a ratio to the raw protocol measured in the same run,
+//! alternating sides round by round, means a lot. Each [`Entry`] therefore holds lockwise's
+//! figure, its floor's, and their ratio, as the median and range of at least five rounds.
 //!
 //! - [`lock`]: sequential and concurrent lock cycles against the [`Floor`] (the fewest round
 //!   trips a safe cycle takes, issued raw), and a contended handoff between waiters.
+//! - [`throughput`], [`sustained`] and [`scaling`]: the queue against the naive SKIP LOCKED
+//!   loop, and the lesson's exercise 3.
 //! - [`enqueue`]: one producer's bulk enqueue against the same rows inserted raw.
 //! - [`describe`]: the server's version and durability settings, printed with the figures.
 //!
 //! ```no_run
-//! # async fn demo() -> lockwise::Result<()> {
+//! # async fn demo() -> lockwise_bench::Result<()> {
 //! use std::time::Duration;
-//! use lockwise::bench::{Plan, lock};
+//! use lockwise_bench::{Plan, lock};
 //! let entry = lock::sequential("redis://127.0.0.1:6379", Plan::new(5, Duration::from_secs(1)), &|| {}).await?;
 //! println!("{} cycles/s, {:.2}× the floor", entry.lockwise.median, entry.ratio.unwrap().median);
 //! # Ok(()) }
 //! ```
+//!
+//! # The lab
+//!
+//! - [`history`]: the checker of recorded histories behind `lockwise lab`'s verdicts;
+//! - [`lab`]: the lab's scratch PostgreSQL schema, the fenced data its actors write and the
+//!   effects its queue workers record.
+//!
+//! The SQL is in the crate's `sql/` directory, the Lua in `lua/`.
 
+mod conn;
 mod dead_tuples;
 pub mod enqueue;
+mod error;
 mod floor;
+pub mod history;
+pub mod lab;
 pub mod lock;
 pub mod scaling;
 mod server;
@@ -32,12 +52,11 @@ use std::time::Duration;
 
 use serde::Serialize;
 
+pub use error::{Error, Result};
 pub use floor::Floor;
 pub use server::{ServerInfo, describe};
 pub use stats::{Spread, percentile_us};
 pub use throughput::throughput;
-
-use crate::error::{Error, Result};
 
 /// How much a bench measures: `rounds` rounds of `round` per side.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -179,7 +198,7 @@ impl Entry {
     ///
     /// ```
     /// use std::time::Duration;
-    /// use lockwise::bench::Entry;
+    /// use lockwise_bench::Entry;
     /// let ms = Duration::from_millis;
     /// let e = Entry::durations("run", "redis", &[ms(4), ms(6)], &[ms(1), ms(2)]).unwrap();
     /// assert_eq!((e.lockwise.median, e.floor.unwrap().median), (5.0, 1.5));

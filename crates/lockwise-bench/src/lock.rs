@@ -6,11 +6,11 @@ use std::time::Duration;
 
 use tokio::time::Instant;
 
-use super::stats::percentile_us;
-use super::{Entry, Floor, Plan};
 use crate::error::{Error, Result};
-use crate::url::BackendUrl;
-use crate::{LockOptions, Locker};
+use crate::stats::percentile_us;
+use crate::{Entry, Floor, Plan};
+use lockwise::url::BackendUrl;
+use lockwise::{LockOptions, Locker};
 
 /// The backend's short name for reports.
 fn backend_name(url: &str) -> Result<&'static str> {
@@ -20,6 +20,12 @@ fn backend_name(url: &str) -> Result<&'static str> {
         BackendUrl::Redis(_) => "redis",
         BackendUrl::Postgres(_) => "postgres",
         BackendUrl::Mysql(_) => "mysql",
+        // A backend of a newer lockwise, which this bench does not know yet.
+        other => {
+            return Err(Error::config(format!(
+                "the bench knows no backend {other:?}"
+            )));
+        }
     })
 }
 

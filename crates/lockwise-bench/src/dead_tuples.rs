@@ -80,7 +80,7 @@ impl DeadTuples {
 
 async fn dead_tuples(pool: &PgPool, schema: &str, left_out: &[String]) -> Result<i64> {
     Ok(
-        sqlx::query_scalar(include_str!("../../sql/postgres/bench/dead_tuples_max.sql"))
+        sqlx::query_scalar(include_str!("../sql/postgres/dead_tuples_max.sql"))
             .bind(schema)
             .bind(left_out)
             .fetch_one(pool)

@@ -1,0 +1,2 @@
+-- How many effects landed.
+SELECT count(*) FROM {schema}.lab_effects
