@@ -3,8 +3,8 @@
 //! of a truncated table may lag behind) and are estimates (PostgreSQL publishes them with a
 //! delay of up to a second).
 
-use std::sync::Arc;
-use std::sync::atomic::{AtomicI64, Ordering};
+use std::collections::BTreeMap;
+use std::sync::{Arc, Mutex, PoisonError};
 use std::time::Duration;
 
 use sqlx::PgPool;
@@ -13,16 +13,48 @@ use tokio_util::sync::CancellationToken;
 
 use crate::error::Result;
 
-/// Samples the most dead row versions of any table of a schema (but those left out) every
+/// Each table's dead row versions, by name.
+type ByTable = BTreeMap<String, i64>;
+
+/// What sampling saw: the peak of each table, and the values when it stopped.
+#[derive(Debug, Default)]
+pub(super) struct Peaks {
+    /// The most dead row versions of each table at any sample.
+    pub(super) by_table: ByTable,
+    /// The values at the end.
+    pub(super) last: ByTable,
+}
+
+impl Peaks {
+    /// The most dead row versions of any table at any sample.
+    pub(super) fn most(&self) -> i64 {
+        self.by_table.values().copied().max().unwrap_or(0)
+    }
+
+    /// The most dead row versions of any table at the end.
+    pub(super) fn last(&self) -> i64 {
+        self.last.values().copied().max().unwrap_or(0)
+    }
+
+    fn record(&mut self, now: &ByTable, base: &ByTable) {
+        for (table, dead) in now {
+            let n = (dead - base.get(table).copied().unwrap_or(0)).max(0);
+            let peak = self.by_table.entry(table.clone()).or_insert(0);
+            *peak = (*peak).max(n);
+        }
+    }
+}
+
+/// Samples the dead row versions of every table of a schema (but those left out) every
 /// 200 ms until stopped.
 pub(super) struct DeadTuples {
     stop: CancellationToken,
-    most: Arc<AtomicI64>,
+    peaks: Arc<Mutex<Peaks>>,
     task: tokio::task::JoinHandle<()>,
     pool: PgPool,
     schema: String,
     left_out: Vec<String>,
-    base: i64,
+    base: Arc<ByTable>,
 }
 
 impl DeadTuples {
@@ -30,21 +62,29 @@ impl DeadTuples {
     /// now (the statistics of a truncated table may lag behind).
     pub(super) async fn start(pool: PgPool, schema: String, left_out: &[&str]) -> Self {
         let left_out: Vec<String> = left_out.iter().map(|&t| t.to_owned()).collect();
-        let base = dead_tuples(&pool, &schema, &left_out).await.unwrap_or(0);
+        let base = Arc::new(
+            dead_tuples(&pool, &schema, &left_out)
+                .await
+                .unwrap_or_default(),
+        );
         let stop = CancellationToken::new();
-        let most = Arc::new(AtomicI64::new(0));
+        let peaks = Arc::new(Mutex::new(Peaks::default()));
         let task = tokio::spawn({
-            let (stop, most, pool, schema, left_out) = (
+            let (stop, peaks, pool, schema, left_out, base) = (
                 stop.clone(),
-                most.clone(),
+                peaks.clone(),
                 pool.clone(),
                 schema.clone(),
                 left_out.clone(),
+                base.clone(),
             );
             async move {
                 while !stop.is_cancelled() {
-                    if let Ok(n) = dead_tuples(&pool, &schema, &left_out).await {
-                        most.fetch_max(n - base, Ordering::Relaxed);
+                    if let Ok(now) = dead_tuples(&pool, &schema, &left_out).await {
+                        peaks
+                            .lock()
+                            .unwrap_or_else(PoisonError::into_inner)
+                            .record(&now, &base);
                     }
                     tokio::select! {
                         () = stop.cancelled() => {}
@@ -55,7 +95,7 @@ impl DeadTuples {
         });
         DeadTuples {
             stop,
-            most,
+            peaks,
             task,
             pool,
             schema,
@@ -64,26 +104,52 @@ impl DeadTuples {
         }
     }
 
-    /// The peak seen and the value now.
-    pub(super) async fn stop(self) -> (i64, i64) {
+    /// The peaks seen and the values now.
+    pub(super) async fn stop(self) -> Peaks {
         self.stop.cancel();
         let _ = self.task.await;
-        let last = (dead_tuples(&self.pool, &self.schema, &self.left_out)
+        let now = dead_tuples(&self.pool, &self.schema, &self.left_out)
             .await
-            .unwrap_or(0)
-            - self.base)
-            .max(0);
-        let most = self.most.load(Ordering::Relaxed).max(last);
-        (most, last)
+            .unwrap_or_default();
+        let mut peaks =
+            std::mem::take(&mut *self.peaks.lock().unwrap_or_else(PoisonError::into_inner));
+        peaks.record(&now, &self.base);
+        peaks.last = now
+            .iter()
+            .map(|(t, d)| {
+                let base = self.base.get(t).copied().unwrap_or(0);
+                (t.clone(), (d - base).max(0))
+            })
+            .collect();
+        peaks
     }
 }
 
-async fn dead_tuples(pool: &PgPool, schema: &str, left_out: &[String]) -> Result<i64> {
-    Ok(
-        sqlx::query_scalar(include_str!("../sql/postgres/dead_tuples_max.sql"))
+async fn dead_tuples(pool: &PgPool, schema: &str, left_out: &[String]) -> Result<ByTable> {
+    let rows: Vec<(String, i64)> =
+        sqlx::query_as(include_str!("../sql/postgres/dead_tuples_by_table.sql"))
             .bind(schema)
             .bind(left_out)
-            .fetch_one(pool)
-            .await?,
-    )
+            .fetch_all(pool)
+            .await?;
+    Ok(rows.into_iter().collect())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn peaks_count_from_the_base_and_rank_the_tables() {
+        let table = |pairs: &[(&str, i64)]| -> ByTable {
+            pairs.iter().map(|(t, d)| ((*t).to_owned(), *d)).collect()
+        };
+        let base = table(&[("done", 100)]);
+        let mut peaks = Peaks::default();
+        peaks.record(&table(&[("done", 150), ("ready_0", 40)]), &base);
+        peaks.record(&table(&[("done", 120), ("ready_0", 900)]), &base);
+        assert_eq!(peaks.most(), 900);
+        assert_eq!(peaks.last(), 0, "nothing recorded at the end yet");
+        assert_eq!(peaks.by_table["done"], 50, "counted from the base");
+    }
 }

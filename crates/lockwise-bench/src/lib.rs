@@ -152,6 +152,14 @@ pub struct Entry {
     /// Dead row versions left when lockwise's last run ended (`throughput`, `sustained`).
     #[serde(skip_serializing_if = "Option::is_none")]
     pub dead_tuples_end: Option<i64>,
+    /// The most dead row versions of each table of lockwise's store while it ran, the
+    /// highest first; a ring's segments under their ring, `ready_*` (`sustained`).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub dead_tuples_by_table: Option<Vec<(String, i64)>>,
+    /// How long finished jobs were kept, pruned once a second, ms (`sustained` with
+    /// `--retention`).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub retention_ms: Option<f64>,
     /// The most dead row versions of any table seen under the floor (`sustained`).
     #[serde(skip_serializing_if = "Option::is_none")]
     pub floor_dead_tuples_peak: Option<i64>,
@@ -252,6 +260,8 @@ impl Entry {
             backlog: None,
             dead_tuples_peak: None,
             dead_tuples_end: None,
+            dead_tuples_by_table: None,
+            retention_ms: None,
             floor_dead_tuples_peak: None,
             job_ms: None,
             ceiling: None,

@@ -15,7 +15,7 @@ use tokio::time::{Instant, sleep};
 use tokio_util::sync::CancellationToken;
 
 use crate::conn::Schema;
-use crate::dead_tuples::DeadTuples;
+use crate::dead_tuples::{DeadTuples, Peaks};
 use crate::error::{Error, Result};
 use crate::{Entry, Plan};
 use lockwise::queue::{Job, Queue, Worker};
@@ -36,6 +36,10 @@ pub struct Load {
     pub depth: u64,
     /// How long one job runs (a sleep).
     pub job: Duration,
+    /// How long finished jobs are kept, pruned once a second: lockwise's
+    /// [`Worker::retention`], and on the floor's side a `DELETE` of its done rows. `None`:
+    /// kept for the run.
+    pub retention: Option<Duration>,
 }
 
 impl Load {
@@ -45,6 +49,15 @@ impl Load {
             workers: workers.max(1),
             depth: depth.max(1),
             job,
+            retention: None,
+        }
+    }
+
+    /// The same load, with finished jobs kept for `keep` and pruned once a second.
+    pub fn retention(self, keep: Duration) -> Self {
+        Load {
+            retention: Some(keep),
+            ..self
         }
     }
 }
@@ -56,6 +69,7 @@ impl Default for Load {
             workers: 8,
             depth: 4_000,
             job: Duration::from_millis(1),
+            retention: None,
         }
     }
 }
@@ -63,7 +77,8 @@ impl Default for Load {
 /// `plan.rounds` runs of `plan.round` per side under `load`, lockwise and the floor
 /// alternating; unit jobs/s (jobs finished during the run over its length). The entry's
 /// `dead_tuples_peak`/`dead_tuples_end` are the most dead row versions of any table of
-/// lockwise's store (peak over the runs, and at the end of the last), and
+/// lockwise's store (peak over the runs, and at the end of the last),
+/// `dead_tuples_by_table` the peak of each of its tables (the highest first), and
 /// `floor_dead_tuples_peak` the floor's peak. Each run uses a schema of its own on `url`,
 /// dropped after it.
 pub async fn sustained(
@@ -82,6 +97,7 @@ pub async fn sustained(
 async fn rounds(pool: &PgPool, load: Load, plan: Plan, tick: &(dyn Fn() + Sync)) -> Result<Entry> {
     let (mut ours, mut raw) = (Vec::new(), Vec::new());
     let (mut peak, mut end, mut floor_peak) = (0i64, 0i64, 0i64);
+    let mut by_table: std::collections::BTreeMap<String, i64> = Default::default();
     for round in 0..plan.rounds {
         let order = if round.is_multiple_of(2) {
             [true, false]
@@ -92,15 +108,21 @@ async fn rounds(pool: &PgPool, load: Load, plan: Plan, tick: &(dyn Fn() + Sync))
             let run = Run::create(pool).await?;
             let outcome = run.load(lockwise, load, plan.round).await;
             let dropped = run.drop_store().await;
-            let (rate, most, last) = outcome?;
+            let (rate, peaks) = outcome?;
             dropped?;
             if lockwise {
                 ours.push(rate);
-                peak = peak.max(most);
-                end = last;
+                peak = peak.max(peaks.most());
+                end = peaks.last();
+                for (table, dead) in peaks.by_table {
+                    // Segments of a ring by their ring: one figure per ring.
+                    let table = ring_of(&table);
+                    let most = by_table.entry(table).or_insert(0);
+                    *most = (*most).max(dead);
+                }
             } else {
                 raw.push(rate);
-                floor_peak = floor_peak.max(most);
+                floor_peak = floor_peak.max(peaks.most());
             }
             tick();
         }
@@ -111,9 +133,28 @@ async fn rounds(pool: &PgPool, load: Load, plan: Plan, tick: &(dyn Fn() + Sync))
     entry.dead_tuples_peak = Some(peak);
     entry.dead_tuples_end = Some(end);
     entry.floor_dead_tuples_peak = Some(floor_peak);
+    let mut tables: Vec<(String, i64)> = by_table.into_iter().collect();
+    tables.sort_by(|a, b| b.1.cmp(&a.1).then_with(|| a.0.cmp(&b.0)));
+    entry.dead_tuples_by_table = Some(tables);
+    entry.retention_ms = load.retention.map(|keep| keep.as_secs_f64() * 1e3);
     entry.job_ms = Some(load.job.as_secs_f64() * 1e3);
     entry.ceiling = Some(ceiling(load, plan.round.min(CEILING_RUN)).await);
     Ok(entry)
+}
+
+/// The table a per-table figure is reported under: a ring's segments (`ready_3`,
+/// `leases_17`, `done_5`) under their ring, written `ready_*`.
+fn ring_of(table: &str) -> String {
+    match table.rsplit_once('_') {
+        Some((ring, seg))
+            if !seg.is_empty()
+                && seg.bytes().all(|b| b.is_ascii_digit())
+                && ["ready", "leases", "done"].contains(&ring) =>
+        {
+            format!("{ring}_*")
+        }
+        _ => table.to_owned(),
+    }
 }
 
 /// How long the ceiling is measured at most.
@@ -179,8 +220,8 @@ impl Run {
         Ok(())
     }
 
-    /// Runs one side for `length`: jobs/s, and the peak and last dead row versions.
-    async fn load(&self, lockwise: bool, load: Load, length: Duration) -> Result<(f64, i64, i64)> {
+    /// Runs one side for `length`: jobs/s, and the dead row versions seen.
+    async fn load(&self, lockwise: bool, load: Load, length: Duration) -> Result<(f64, Peaks)> {
         let finished = Arc::new(AtomicU64::new(0));
         let stop = CancellationToken::new();
         // The first jobs before the consumers start.
@@ -212,7 +253,7 @@ impl Run {
         let took = started.elapsed();
         stop.cancel();
         let joined = consumers.await;
-        let (most, last) = sampler.stop().await;
+        let peaks = sampler.stop().await;
         if let Some(e) = failure {
             return Err(e);
         }
@@ -220,7 +261,7 @@ impl Run {
         if done == 0 {
             return Err(Error::config("the sustained bench finished no job"));
         }
-        Ok((done as f64 / took.as_secs_f64(), most, last))
+        Ok((done as f64 / took.as_secs_f64(), peaks))
     }
 
     /// Enqueues `n` no-op jobs, with lockwise or into the floor's table (one raw INSERT);
@@ -251,10 +292,13 @@ impl Run {
         finished: Arc<AtomicU64>,
         stop: CancellationToken,
     ) -> tokio::task::JoinHandle<Result<()>> {
-        let worker = Worker::new(self.queue.clone())
+        let mut worker = Worker::new(self.queue.clone())
             .concurrency(load.workers)
             .poll_interval(Duration::from_millis(20))
             .grace(Duration::from_secs(5));
+        if let Some(keep) = load.retention {
+            worker = worker.retention(keep);
+        }
         tokio::spawn(async move {
             worker
                 .run(
@@ -285,9 +329,26 @@ impl Run {
         let sql = |text: &str| self.schema.sql(text).0;
         let claim = sql(include_str!("../sql/postgres/queue_floor_claim.sql"));
         let complete = sql(include_str!("../sql/postgres/queue_floor_complete.sql"));
+        let prune = sql(include_str!("../sql/postgres/floor_prune.sql"));
         let pool = self.pool.clone();
         tokio::spawn(async move {
             let mut set = tokio::task::JoinSet::new();
+            if let Some(keep) = load.retention {
+                let (pool, stop) = (pool.clone(), stop.clone());
+                set.spawn(async move {
+                    while !stop.is_cancelled() {
+                        tokio::select! {
+                            () = stop.cancelled() => break,
+                            () = sleep(Duration::from_secs(1)) => {}
+                        }
+                        sqlx::query(AssertSqlSafe(prune.clone()))
+                            .bind(keep.as_secs_f64())
+                            .execute(&pool)
+                            .await?;
+                    }
+                    Ok::<_, Error>(())
+                });
+            }
             for _ in 0..load.workers {
                 let (pool, claim, complete) = (pool.clone(), claim.clone(), complete.clone());
                 let (finished, stop) = (finished.clone(), stop.clone());

@@ -138,7 +138,8 @@ async fn rounds(
                 drain_raw(pool, sql).await?
             };
             let took = started.elapsed();
-            let (most, last) = sampler.stop().await;
+            let peaks = sampler.stop().await;
+            let (most, last) = (peaks.most(), peaks.last());
             if done < backlog as u64 {
                 return Err(Error::config(format!(
                     "the throughput bench drained {done} of {backlog} jobs"

@@ -41,7 +41,7 @@ enum BenchCommand {
     /// UPDATE SKIP LOCKED, with 1, 2, 4 and 8 workers and 5 ms of simulated I/O per job, then
     /// one producer's bulk enqueue (100k jobs in calls of 1,000) against the same rows
     /// inserted raw, on PostgreSQL and MariaDB/MySQL
-    Queue(QueueArgs),
+    Queue(Box<QueueArgs>),
 }
 
 #[derive(Debug, clap::Args)]
@@ -105,6 +105,10 @@ struct QueueArgs {
     /// versions of any table. Runs once per side unless --rounds says more. 0 skips it
     #[arg(long, default_value = "0s", value_parser = crate::duration::parse, value_name = "DURATION")]
     sustained: Duration,
+    /// With --sustained: keep finished jobs this long, pruned once a second
+    /// (lockwise: Worker::retention; the floor: a DELETE of its done rows)
+    #[arg(long, value_parser = crate::duration::parse, value_name = "DURATION")]
+    retention: Option<Duration>,
     /// The depth the sustained load holds
     #[arg(long, default_value_t = 4_000, value_parser = clap::value_parser!(u64).range(1..=1_000_000), value_name = "N")]
     depth: u64,
@@ -160,7 +164,7 @@ struct LockArgs {
 pub(crate) async fn run(args: BenchArgs) -> u8 {
     let outcome = match args.command {
         BenchCommand::Lock(a) => bench_lock(a).await,
-        BenchCommand::Queue(a) => bench_queue(a).await,
+        BenchCommand::Queue(a) => bench_queue(*a).await,
     };
     match outcome {
         Ok(code) => code,
@@ -366,8 +370,11 @@ async fn bench_queue(a: QueueArgs) -> Result<u8, Failure> {
     }
     if let Some(sustained) = sustained_plan {
         bar.set_message("sustained");
-        let load =
+        let mut load =
             lockwise_bench::sustained::Load::new(usize::from(a.handlers), a.depth, a.job_length);
+        if let Some(keep) = a.retention {
+            load = load.retention(keep);
+        }
         drained.push(lockwise_bench::sustained::sustained(&pg, load, sustained, &tick).await?);
     }
     let mut results = Vec::new();

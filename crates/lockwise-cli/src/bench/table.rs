@@ -42,13 +42,17 @@ pub(super) fn print_throughput(
         outln!(
             out,
             "\nsustained: a producer holds the queue near {} jobs while {} workers run {} ms jobs, \
-             {} run(s) of {:?} per side\n(lockwise: one Worker; floor: the naive claim-10 + complete \
+             {} run(s) of {:?} per side{}\n(lockwise: one Worker; floor: the naive claim-10 + complete \
              loop, jobs run one after the other per task); no VACUUM from the bench\n",
             e.backlog.unwrap_or(0),
             e.tasks.unwrap_or(0),
             e.job_ms.unwrap_or(0.0),
             e.rounds,
             length,
+            e.retention_ms.map_or_else(String::new, |ms| format!(
+                ", finished jobs kept {ms:.0} ms (lockwise: Worker::retention; floor: DELETE \
+                 once a second)"
+            )),
         );
         outln!(
             out,
@@ -67,6 +71,18 @@ pub(super) fn print_throughput(
             e.dead_tuples_end.unwrap_or(0),
             e.floor_dead_tuples_peak.unwrap_or(0),
         );
+        if let Some(tables) = &e.dead_tuples_by_table {
+            let shown: Vec<String> = tables
+                .iter()
+                .take(6)
+                .map(|(table, dead)| format!("{table} {dead}"))
+                .collect();
+            outln!(
+                out,
+                "lockwise's peak n_dead_tup by table: {}",
+                shown.join(", ")
+            );
+        }
         if let Some(ceiling) = e.ceiling {
             outln!(
                 out,
