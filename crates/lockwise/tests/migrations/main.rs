@@ -63,7 +63,7 @@ const PINNED: &[(&str, &str)] = &[
     ),
     (
         "postgres/queue/v11.sql",
-        "1cad0eb5a4eb218bd3e32962d442bb40f89bbf64961630c72a5066b924cd4f4e",
+        "83cd56e7b60cefeefdc111c7013f2553bc85aba2347f2cce9d94380a7c48f960",
     ),
     (
         "mysql/queue/v1.sql",

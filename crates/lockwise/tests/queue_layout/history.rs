@@ -289,3 +289,56 @@ pub(super) async fn a_version_10_store_with_history_and_jobs_in_flight_migrates_
     let (rows, dead) = on_disk(&pool, schema.name()).await;
     assert_eq!((rows, dead), (0, 0));
 }
+
+/// A prune sees what its snapshot sees: a transaction left open elsewhere does not hold it
+/// back, and a job whose transaction commits after the prune looked is kept, counted and
+/// listed, and pruned (and counted) by the next prune.
+#[tokio::test]
+pub(super) async fn a_prune_takes_what_it_sees_and_leaves_what_commits_later() {
+    let (schema, q) = open("history_snapshot").await;
+    let quoted = format!("\"{}\"", schema.name());
+    let pool = PgPoolOptions::new()
+        .max_connections(3)
+        .connect(schema.url())
+        .await
+        .unwrap();
+    // A transaction with an id, open through the whole test (another application's).
+    let mut idle = pool.begin().await.unwrap();
+    sqlx::query("SELECT pg_current_xact_id()")
+        .execute(&mut *idle)
+        .await
+        .unwrap();
+    let done = finish(&q, 3, None).await;
+    // A job finishing in a transaction that commits only after the prune.
+    let late = q.enqueue(Job::new(json!("late"))).await.unwrap();
+    let mut finishing = pool.begin().await.unwrap();
+    sqlx::query(sqlx::AssertSqlSafe(format!(
+        "WITH r AS (DELETE FROM {quoted}.ready WHERE id = $1 \
+           RETURNING id, queue, priority, run_at, payload, attempt, max_attempts, \
+                     idempotency_key, created_at, last_error, errors) \
+         INSERT INTO {quoted}.done (id, queue, state, priority, run_at, payload, attempt, \
+                                    max_attempts, idempotency_key, worker, created_at, \
+                                    last_error, errors) \
+         SELECT id, queue, 'done', priority, run_at, payload, attempt, max_attempts, \
+                idempotency_key, 'w', created_at, last_error, errors FROM r"
+    )))
+    .bind(late.0)
+    .execute(&mut *finishing)
+    .await
+    .unwrap();
+    sleep(Duration::from_millis(20)).await;
+
+    assert_eq!(q.prune(JobState::Done, Duration::ZERO).await.unwrap(), 3);
+    assert!(q.job(done[0]).await.unwrap().is_none());
+    finishing.commit().await.unwrap();
+    assert_eq!(
+        q.stats().await.unwrap().done,
+        1,
+        "the late job is kept and counted"
+    );
+    assert_eq!(q.job(late).await.unwrap().unwrap().state, JobState::Done);
+    assert_eq!(q.prune(JobState::Done, Duration::ZERO).await.unwrap(), 1);
+    assert_eq!(q.stats().await.unwrap().done, 0);
+    assert!(q.job(late).await.unwrap().is_none());
+    idle.rollback().await.unwrap();
+}

@@ -20,6 +20,6 @@ SELECT queue, state, seg, to_timestamp(floor(extract(epoch FROM finished_at) / 1
    AND xid >= (SELECT until FROM was) AND xid < (SELECT x FROM upto)
    AND NOT EXISTS (SELECT 1 FROM {schema}.done_cutoffs c
                     WHERE c.queue IN (d.queue, '') AND c.state = d.state
-                      AND d.finished_at < c.before AND d.xid < c.xid)
+                      AND d.finished_at < c.before AND pg_visible_in_snapshot(d.xid, c.seen))
  GROUP BY 1, 2, 3, 4
 ON CONFLICT (queue, state, seg, bucket) DO UPDATE SET n = done_counts.n + EXCLUDED.n

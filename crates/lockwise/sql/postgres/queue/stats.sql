@@ -17,7 +17,7 @@ SELECT (SELECT count(*) FROM {schema}.ready WHERE queue = $1 AND run_at <= now()
          WHERE queue = $1 AND state = 'done' AND xid >= (SELECT until FROM sealed)
            AND NOT EXISTS (SELECT 1 FROM {schema}.done_cutoffs c
                             WHERE c.queue IN ($1, '') AND c.state = d.state
-                              AND d.finished_at < c.before AND d.xid < c.xid))
+                              AND d.finished_at < c.before AND pg_visible_in_snapshot(d.xid, c.seen)))
          AS done,
        (SELECT count(*) FROM {schema}.dead WHERE queue = $1) AS dead,
        (SELECT coalesce(sum(n), 0) FROM {schema}.done_counts
@@ -26,5 +26,5 @@ SELECT (SELECT count(*) FROM {schema}.ready WHERE queue = $1 AND run_at <= now()
          WHERE queue = $1 AND state = 'cancelled' AND xid >= (SELECT until FROM sealed)
            AND NOT EXISTS (SELECT 1 FROM {schema}.done_cutoffs c
                             WHERE c.queue IN ($1, '') AND c.state = d.state
-                              AND d.finished_at < c.before AND d.xid < c.xid))
+                              AND d.finished_at < c.before AND pg_visible_in_snapshot(d.xid, c.seen)))
          AS cancelled

@@ -91,16 +91,16 @@ INSERT INTO {schema}.done_segments (seg, opened_at)
 SELECT s, CASE WHEN s = 0 THEN now() END FROM generate_series(0, 15) s;
 
 -- The retention cutoffs: a job of `queue` that finished in `state` before `before`, in a
--- transaction below `xid`, is pruned (gone for readers, on disk until its segment is
--- truncated). `xid` is the oldest transaction still running when the cutoff was set, so a
--- job is pruned only once its pruner could see it: the one that prunes it counts it, frees
--- its key and takes it out of the sealed counts. Queue '' is every queue; a job is pruned if
--- its queue's cutoff or that one prunes it.
+-- transaction that the snapshot `seen` sees, is pruned (gone for readers, on disk until its
+-- segment is truncated). `seen` is the snapshot of the prune that set the cutoff, so a job is
+-- pruned only by a pruner that saw it: that one counts it, frees its key and takes it out of
+-- the sealed counts, and a job whose transaction commits later waits for the next prune.
+-- Queue '' is every queue; a job is pruned if its queue's cutoff or that one prunes it.
 CREATE TABLE {schema}.done_cutoffs (
     queue  text        NOT NULL,
     state  text        NOT NULL CHECK (state IN ('done', 'cancelled')),
     before timestamptz NOT NULL,
-    xid    xid8        NOT NULL,
+    seen   pg_snapshot NOT NULL,
     PRIMARY KEY (queue, state)
 );
 
@@ -135,7 +135,7 @@ SELECT id, queue, state, priority, run_at, payload, attempt, max_attempts, idemp
   FROM {schema}.done d
  WHERE NOT EXISTS (SELECT 1 FROM {schema}.done_cutoffs c
                     WHERE c.queue IN (d.queue, '') AND c.state = d.state
-                      AND d.finished_at < c.before AND d.xid < c.xid)
+                      AND d.finished_at < c.before AND pg_visible_in_snapshot(d.xid, c.seen))
 UNION ALL
 SELECT id, queue, 'dead', priority, run_at, payload, attempt, max_attempts, idempotency_key,
        worker, created_at, last_error, errors, finished_at, NULL
@@ -208,7 +208,7 @@ BEGIN
                 'SELECT EXISTS (SELECT 1 FROM %s d WHERE NOT EXISTS ('
                 '    SELECT 1 FROM {schema}.done_cutoffs c'
                 '     WHERE c.queue IN (d.queue, %L) AND c.state = d.state'
-                '       AND d.finished_at < c.before AND d.xid < c.xid))', segment, '')
+                '       AND d.finished_at < c.before AND pg_visible_in_snapshot(d.xid, c.seen)))', segment, '')
                 INTO STRICT visible;
             IF visible THEN
                 RAISE EXCEPTION USING ERRCODE = 'LWBSY', MESSAGE = 'segment holds visible jobs';
