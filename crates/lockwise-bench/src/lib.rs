@@ -46,6 +46,7 @@ pub mod scaling;
 mod server;
 mod stats;
 pub mod sustained;
+pub mod sustained_mysql;
 mod throughput;
 
 use std::time::Duration;
@@ -160,6 +161,19 @@ pub struct Entry {
     /// `--retention`).
     #[serde(skip_serializing_if = "Option::is_none")]
     pub retention_ms: Option<f64>,
+    /// The longest InnoDB history list (undo not yet purged, server-wide) seen while lockwise
+    /// ran (`sustained` on MariaDB/MySQL; sampled every 500 ms).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub history_list_peak: Option<i64>,
+    /// The same while the floor ran.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub floor_history_list_peak: Option<i64>,
+    /// The most rows lockwise's table held (`sustained` on MariaDB/MySQL).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub rows_peak: Option<i64>,
+    /// The most rows the floor's table held.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub floor_rows_peak: Option<i64>,
     /// The most dead row versions of any table seen under the floor (`sustained`).
     #[serde(skip_serializing_if = "Option::is_none")]
     pub floor_dead_tuples_peak: Option<i64>,
@@ -262,6 +276,10 @@ impl Entry {
             dead_tuples_end: None,
             dead_tuples_by_table: None,
             retention_ms: None,
+            history_list_peak: None,
+            floor_history_list_peak: None,
+            rows_peak: None,
+            floor_rows_peak: None,
             floor_dead_tuples_peak: None,
             job_ms: None,
             ceiling: None,

@@ -163,7 +163,7 @@ const CEILING_RUN: Duration = Duration::from_secs(10);
 /// The handlers alone: `load.workers` tasks each running `load.job` back to back for
 /// `length`, with no queue at all; jobs/s. A 1 ms sleep takes longer than 1 ms (the timer
 /// ticks by the millisecond), so this, not `workers / job`, is what bounds either side.
-async fn ceiling(load: Load, length: Duration) -> f64 {
+pub(crate) async fn ceiling(load: Load, length: Duration) -> f64 {
     let ran = Arc::new(AtomicU64::new(0));
     let started = Instant::now();
     let until = started + length;

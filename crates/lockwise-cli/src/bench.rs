@@ -102,7 +102,9 @@ struct QueueArgs {
     /// Also run the sustained load for this long per run (issue 13's: 120s): a producer holds
     /// the queue near --depth while --handlers workers run --job-length jobs, lockwise
     /// against the naive loop, each in a fresh store; reports jobs/s and the most dead row
-    /// versions of any table. Runs once per side unless --rounds says more. 0 skips it
+    /// versions of any table (on MariaDB/MySQL, when --mysql-url is given, the longest
+    /// InnoDB history list and the most rows held). Runs once per side unless --rounds says
+    /// more. 0 skips it
     #[arg(long, default_value = "0s", value_parser = crate::duration::parse, value_name = "DURATION")]
     sustained: Duration,
     /// With --sustained: keep finished jobs this long, pruned once a second
@@ -344,8 +346,20 @@ async fn bench_queue(a: QueueArgs) -> Result<u8, Failure> {
     let mut setup = Scaling::new(pg.clone(), redis);
     setup.workers = workers;
     setup.io = a.io;
+    // The sustained load runs on MariaDB/MySQL too when its URL is named.
+    let sustained_mysql = match (&a.mysql_url, sustained_plan) {
+        (Some(my), Some(_)) => {
+            if enqueue_urls.iter().all(|u| u != my) {
+                servers.push(lockwise_bench::describe(my).await?);
+            }
+            Some(my.clone())
+        }
+        _ => None,
+    };
     let runs = setup.workers.len() + backlogs.len() * a.splits.len() + enqueue_urls.len();
-    let ticks = ((plan.rounds * runs + sustained_plan.map_or(0, |p| p.rounds)) * 2) as u64;
+    let sustained_runs = usize::from(sustained_mysql.is_some()) + 1;
+    let ticks =
+        ((plan.rounds * runs + sustained_plan.map_or(0, |p| p.rounds) * sustained_runs) * 2) as u64;
     let bar = ProgressBar::new(ticks).with_style(
         ProgressStyle::with_template("{spinner} {msg:18} [{bar:30}] {pos}/{len} runs")
             .unwrap_or_else(|_| ProgressStyle::default_bar()),
@@ -376,6 +390,13 @@ async fn bench_queue(a: QueueArgs) -> Result<u8, Failure> {
             load = load.retention(keep);
         }
         drained.push(lockwise_bench::sustained::sustained(&pg, load, sustained, &tick).await?);
+        if let Some(my) = &sustained_mysql {
+            bar.set_message("sustained (MariaDB)");
+            drained.push(
+                lockwise_bench::sustained_mysql::sustained_mysql(my, load, sustained, &tick)
+                    .await?,
+            );
+        }
     }
     let mut results = Vec::new();
     if !setup.workers.is_empty() {

@@ -246,3 +246,53 @@ fn bench_queue_sustained_smoke_reports_both_sides_and_dead_tuples() {
     let ceiling = e["ceiling"].as_f64().unwrap();
     assert!(ceiling > 0.0 && ceiling <= 8_000.0, "{e}");
 }
+
+/// `bench queue --sustained --retention D --mysql-url …`: the sustained load on both
+/// databases, with the history pruned on both sides; PostgreSQL reports the dead tuples of
+/// each table (the history's ring among them), MariaDB InnoDB's history list and the rows each
+/// side's table held.
+#[test]
+fn bench_queue_sustained_with_retention_runs_on_both_databases() {
+    let out = Command::new(BIN)
+        .args(["bench", "queue", "--smoke", "--json"])
+        .args([
+            "--backlogs",
+            "0",
+            "--workers",
+            "0",
+            "--enqueue",
+            "0",
+            "--sustained",
+            "2s",
+            "--retention",
+            "200ms",
+        ])
+        .args(["--depth", "300"])
+        .args(["--url", "postgres://postgres@127.0.0.1:5432/postgres"])
+        .args(["--redis-url", "redis://127.0.0.1:6379/"])
+        .args(["--mysql-url", "mysql://root@127.0.0.1:3306/test"])
+        .output()
+        .unwrap();
+    assert!(out.status.success(), "{out:?}");
+    let report: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+    let results = report["results"].as_array().unwrap();
+    assert_eq!(results.len(), 2, "{report}");
+    let (pg, my) = (&results[0], &results[1]);
+    for e in [pg, my] {
+        assert_eq!(e["bench"], "sustained", "{e}");
+        assert_eq!(e["retention_ms"], 200.0, "{e}");
+        assert!(e["lockwise"]["median"].as_f64().unwrap() > 0.0, "{e}");
+        assert!(e["floor"]["median"].as_f64().unwrap() > 0.0, "{e}");
+    }
+    assert_eq!(pg["backend"], "postgres", "{pg}");
+    let tables = pg["dead_tuples_by_table"].as_array().unwrap();
+    assert!(
+        tables.iter().any(|t| t[0] == "done_*"),
+        "the history's ring is reported: {pg}"
+    );
+    assert_eq!(my["backend"], "mysql", "{my}");
+    assert!(my["history_list_peak"].as_i64().unwrap() >= 0, "{my}");
+    // The producer holds 300 jobs, and done ones stay until pruned: the table never holds
+    // fewer.
+    assert!(my["rows_peak"].as_i64().unwrap() >= 300, "{my}");
+}

@@ -39,6 +39,10 @@ pub(super) fn print_throughput(
     let (sustained, drained): (Vec<&Entry>, Vec<&Entry>) =
         drained.iter().partition(|e| e.bench == "sustained");
     for e in sustained {
+        if e.backend == "mysql" {
+            print_sustained_mysql(out, length, e);
+            continue;
+        }
         outln!(
             out,
             "\nsustained: a producer holds the queue near {} jobs while {} workers run {} ms jobs, \
@@ -329,4 +333,40 @@ pub(super) fn print_table(
 
 fn opt(v: Option<f64>) -> String {
     v.map_or_else(|| "-".to_owned(), figure)
+}
+
+/// The sustained load on MariaDB/MySQL: InnoDB's figures instead of dead tuples.
+fn print_sustained_mysql(out: &mut String, length: Duration, e: &Entry) {
+    outln!(
+        out,
+        "\nsustained (MariaDB/MySQL): a producer holds the queue near {} jobs while {} workers \
+         run {} ms jobs, {} run(s) of {:?} per side{}\n(lockwise: one Worker; floor: the naive \
+         claim-10 + complete loop in READ COMMITTED, jobs run one after the other per task)\n",
+        e.backlog.unwrap_or(0),
+        e.tasks.unwrap_or(0),
+        e.job_ms.unwrap_or(0.0),
+        e.rounds,
+        length,
+        e.retention_ms.map_or_else(String::new, |ms| format!(
+            ", finished jobs kept {ms:.0} ms (both: DELETE once a second)"
+        )),
+    );
+    outln!(
+        out,
+        "{:<24} {:<24} {:<18} longest InnoDB history list: lockwise, floor; most rows held: lockwise, floor",
+        "lockwise jobs/s",
+        "floor jobs/s",
+        "ratio"
+    );
+    outln!(
+        out,
+        "{:<24} {:<24} {:<18} {}, {}; {}, {}",
+        spread(&e.lockwise),
+        e.floor.as_ref().map_or_else(|| "-".to_owned(), spread),
+        e.ratio.as_ref().map_or_else(|| "-".to_owned(), spread),
+        e.history_list_peak.unwrap_or(0),
+        e.floor_history_list_peak.unwrap_or(0),
+        e.rows_peak.unwrap_or(0),
+        e.floor_rows_peak.unwrap_or(0),
+    );
 }
