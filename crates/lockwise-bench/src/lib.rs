@@ -41,6 +41,7 @@ mod error;
 mod floor;
 pub mod history;
 pub mod lab;
+mod load;
 pub mod lock;
 pub mod scaling;
 mod server;

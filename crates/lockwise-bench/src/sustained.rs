@@ -1,5 +1,5 @@
 //! Sustained load: a producer holds the queue near a depth while jobs of a fixed length run,
-//! for a fixed time — lockwise's [`Worker`] on one side, the naive SKIP LOCKED claim-10 +
+//! for a fixed time — lockwise's [`Worker`](lockwise::queue::Worker) on one side, the naive SKIP LOCKED claim-10 +
 //! complete loop issued raw on the other, each in a fresh store of its own, alternating.
 //! What it shows is whether the table rots: the most dead row versions of any table of the
 //! store, sampled every 200 ms, beside the throughput. The store never gets a VACUUM from
@@ -11,68 +11,20 @@ use std::time::Duration;
 
 use serde_json::json;
 use sqlx::{AssertSqlSafe, PgPool};
-use tokio::time::{Instant, sleep};
+use tokio::time::sleep;
 use tokio_util::sync::CancellationToken;
 
 use crate::conn::Schema;
 use crate::dead_tuples::{DeadTuples, Peaks};
 use crate::error::{Error, Result};
+use crate::load::{CEILING_RUN, ceiling, hold_depth, lockwise_worker};
 use crate::{Entry, Plan};
-use lockwise::queue::{Job, Queue, Worker};
+use lockwise::queue::{Job, Queue};
+
+pub use crate::load::Load;
 
 /// The queue's name in the bench's store.
 const QUEUE: &str = "bench";
-/// Jobs per enqueue of the producer.
-const CHUNK: u64 = 500;
-
-/// What the sustained bench runs.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-#[non_exhaustive]
-pub struct Load {
-    /// Handlers of lockwise's worker, and tasks of the floor: at most this many jobs run at
-    /// once on either side.
-    pub workers: usize,
-    /// The depth the producer holds the queue near (jobs enqueued and not finished).
-    pub depth: u64,
-    /// How long one job runs (a sleep).
-    pub job: Duration,
-    /// How long finished jobs are kept, pruned once a second: lockwise's
-    /// [`Worker::retention`], and on the floor's side a `DELETE` of its done rows. `None`:
-    /// kept for the run.
-    pub retention: Option<Duration>,
-}
-
-impl Load {
-    /// `workers` (at least 1) running jobs of `job` each, with the queue held near `depth`.
-    pub fn new(workers: usize, depth: u64, job: Duration) -> Self {
-        Load {
-            workers: workers.max(1),
-            depth: depth.max(1),
-            job,
-            retention: None,
-        }
-    }
-
-    /// The same load, with finished jobs kept for `keep` and pruned once a second.
-    pub fn retention(self, keep: Duration) -> Self {
-        Load {
-            retention: Some(keep),
-            ..self
-        }
-    }
-}
-
-impl Default for Load {
-    /// 8 workers, a depth of 4,000, 1 ms jobs (issue 13's load).
-    fn default() -> Self {
-        Load {
-            workers: 8,
-            depth: 4_000,
-            job: Duration::from_millis(1),
-            retention: None,
-        }
-    }
-}
 
 /// `plan.rounds` runs of `plan.round` per side under `load`, lockwise and the floor
 /// alternating; unit jobs/s (jobs finished during the run over its length). The entry's
@@ -157,30 +109,6 @@ fn ring_of(table: &str) -> String {
     }
 }
 
-/// How long the ceiling is measured at most.
-const CEILING_RUN: Duration = Duration::from_secs(10);
-
-/// The handlers alone: `load.workers` tasks each running `load.job` back to back for
-/// `length`, with no queue at all; jobs/s. A 1 ms sleep takes longer than 1 ms (the timer
-/// ticks by the millisecond), so this, not `workers / job`, is what bounds either side.
-pub(crate) async fn ceiling(load: Load, length: Duration) -> f64 {
-    let ran = Arc::new(AtomicU64::new(0));
-    let started = Instant::now();
-    let until = started + length;
-    let mut set = tokio::task::JoinSet::new();
-    for _ in 0..load.workers {
-        let ran = ran.clone();
-        set.spawn(async move {
-            while Instant::now() < until {
-                sleep(load.job).await;
-                ran.fetch_add(1, Ordering::Relaxed);
-            }
-        });
-    }
-    while set.join_next().await.is_some() {}
-    ran.load(Ordering::Relaxed) as f64 / started.elapsed().as_secs_f64()
-}
-
 /// One side's run, in a store of its own.
 struct Run {
     pool: PgPool,
@@ -225,43 +153,25 @@ impl Run {
         let finished = Arc::new(AtomicU64::new(0));
         let stop = CancellationToken::new();
         // The first jobs before the consumers start.
-        let mut enqueued = self.produce(lockwise, load.depth, 0).await?;
+        let enqueued = self.produce(lockwise, load.depth, 0).await?;
         let sampler = DeadTuples::start(self.pool.clone(), self.name.clone(), &[]).await;
         let consumers = if lockwise {
-            self.worker(load, finished.clone(), stop.clone())
+            lockwise_worker(self.queue.clone(), load, finished.clone(), stop.clone())
         } else {
             self.floor(load, finished.clone(), stop.clone())
         };
-        let started = Instant::now();
-        let until = started + length;
-        let mut failure = None;
-        while Instant::now() < until && !consumers.is_finished() {
-            let depth = enqueued.saturating_sub(finished.load(Ordering::Relaxed));
-            if depth + CHUNK <= load.depth {
-                match self.produce(lockwise, CHUNK, enqueued).await {
-                    Ok(n) => enqueued += n,
-                    Err(e) => {
-                        failure = Some(e);
-                        break;
-                    }
-                }
-            } else {
-                sleep(Duration::from_millis(2)).await;
-            }
-        }
-        let done = finished.load(Ordering::Relaxed);
-        let took = started.elapsed();
-        stop.cancel();
-        let joined = consumers.await;
+        let rate = hold_depth(
+            load,
+            length,
+            enqueued,
+            &finished,
+            consumers,
+            &stop,
+            |n, from| self.produce(lockwise, n, from),
+        )
+        .await;
         let peaks = sampler.stop().await;
-        if let Some(e) = failure {
-            return Err(e);
-        }
-        joined.map_err(|e| Error::config(format!("a bench task failed: {e}")))??;
-        if done == 0 {
-            return Err(Error::config("the sustained bench finished no job"));
-        }
-        Ok((done as f64 / took.as_secs_f64(), peaks))
+        Ok((rate?, peaks))
     }
 
     /// Enqueues `n` no-op jobs, with lockwise or into the floor's table (one raw INSERT);
@@ -283,39 +193,6 @@ impl Run {
             .execute(&self.pool)
             .await?;
         Ok(done.rows_affected())
-    }
-
-    /// lockwise's side: one worker, `load.workers` handlers, its default batch and prefetch.
-    fn worker(
-        &self,
-        load: Load,
-        finished: Arc<AtomicU64>,
-        stop: CancellationToken,
-    ) -> tokio::task::JoinHandle<Result<()>> {
-        let mut worker = Worker::new(self.queue.clone())
-            .concurrency(load.workers)
-            .poll_interval(Duration::from_millis(20))
-            .grace(Duration::from_secs(5));
-        if let Some(keep) = load.retention {
-            worker = worker.retention(keep);
-        }
-        tokio::spawn(async move {
-            worker
-                .run(
-                    move |_job| {
-                        let finished = finished.clone();
-                        async move {
-                            sleep(load.job).await;
-                            finished.fetch_add(1, Ordering::Relaxed);
-                            Ok::<_, String>(())
-                        }
-                    },
-                    stop,
-                )
-                .await
-                .map(|_| ())
-                .map_err(Error::from)
-        })
     }
 
     /// The floor: `load.workers` tasks, each claiming 10 with the naive statement, running

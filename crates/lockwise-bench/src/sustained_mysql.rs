@@ -1,6 +1,6 @@
 //! Sustained load on MariaDB/MySQL, the figures of [`sustained`](crate::sustained) where
 //! InnoDB keeps them: a producer holds the queue near a depth while jobs of a fixed length
-//! run, lockwise's [`Worker`] against the naive SKIP LOCKED claim-10 + complete loop on a
+//! run, lockwise's [`Worker`](lockwise::queue::Worker) against the naive SKIP LOCKED claim-10 + complete loop on a
 //! one-table queue of its own, alternating, each in tables of their own. InnoDB has no dead
 //! tuple count: what shows the cost of claims, completions and pruning there is the history
 //! list length (the undo its purge thread has not removed yet, a server-wide figure), sampled
@@ -12,18 +12,16 @@ use std::time::Duration;
 
 use serde_json::json;
 use sqlx::{AssertSqlSafe, Connection, MySqlPool};
-use tokio::time::{Instant, sleep};
+use tokio::time::sleep;
 use tokio_util::sync::CancellationToken;
 
 use crate::error::{Error, Result};
-use crate::sustained::{Load, ceiling};
+use crate::load::{CEILING_RUN, Load, ceiling, hold_depth, lockwise_worker};
 use crate::{Entry, Plan};
-use lockwise::queue::{Job, Queue, Worker};
+use lockwise::queue::{Job, Queue};
 
 /// The queue's name in the bench's tables.
 const QUEUE: &str = "bench";
-/// Jobs per enqueue of the producer.
-const CHUNK: u64 = 500;
 
 /// `plan.rounds` runs of `plan.round` per side under `load` on the MariaDB/MySQL database of
 /// `url`, lockwise and the floor alternating; unit jobs/s. The entry's `history_list_peak` and
@@ -90,7 +88,7 @@ async fn rounds(
     entry.floor_history_list_peak = Some(floor_history);
     entry.rows_peak = Some(rows);
     entry.floor_rows_peak = Some(floor_rows);
-    entry.ceiling = Some(ceiling(load, plan.round.min(Duration::from_secs(10))).await);
+    entry.ceiling = Some(ceiling(load, plan.round.min(CEILING_RUN)).await);
     Ok(entry)
 }
 
@@ -164,46 +162,29 @@ impl Run {
     async fn load(&self, lockwise: bool, load: Load, length: Duration) -> Result<Seen> {
         let finished = Arc::new(AtomicU64::new(0));
         let stop = CancellationToken::new();
-        let mut enqueued = self.produce(lockwise, load.depth, 0).await?;
+        let enqueued = self.produce(lockwise, load.depth, 0).await?;
         let table = if lockwise { &self.jobs } else { &self.floor };
         let (history, rows) = (Arc::new(AtomicI64::new(0)), Arc::new(AtomicI64::new(0)));
         let sampler = self.sample(table, history.clone(), rows.clone(), stop.clone());
         let consumers = if lockwise {
-            self.worker(load, finished.clone(), stop.clone())
+            lockwise_worker(self.queue.clone(), load, finished.clone(), stop.clone())
         } else {
             self.floor(load, finished.clone(), stop.clone())
         };
-        let started = Instant::now();
-        let until = started + length;
-        let mut failure = None;
-        while Instant::now() < until && !consumers.is_finished() {
-            let depth = enqueued.saturating_sub(finished.load(Ordering::Relaxed));
-            if depth + CHUNK <= load.depth {
-                match self.produce(lockwise, CHUNK, enqueued).await {
-                    Ok(n) => enqueued += n,
-                    Err(e) => {
-                        failure = Some(e);
-                        break;
-                    }
-                }
-            } else {
-                sleep(Duration::from_millis(2)).await;
-            }
-        }
-        let done = finished.load(Ordering::Relaxed);
-        let took = started.elapsed();
-        stop.cancel();
-        let joined = consumers.await;
+        let rate = hold_depth(
+            load,
+            length,
+            enqueued,
+            &finished,
+            consumers,
+            &stop,
+            |n, from| self.produce(lockwise, n, from),
+        )
+        .await;
         let _ = sampler.await;
-        if let Some(e) = failure {
-            return Err(e);
-        }
-        joined.map_err(|e| Error::config(format!("a bench task failed: {e}")))??;
-        if done == 0 {
-            return Err(Error::config("the sustained bench finished no job"));
-        }
+        let rate = rate?;
         Ok(Seen {
-            rate: done as f64 / took.as_secs_f64(),
+            rate,
             history: history.load(Ordering::Relaxed),
             rows: rows.load(Ordering::Relaxed),
         })
@@ -260,40 +241,6 @@ impl Run {
             insert = insert.bind(QUEUE).bind(json!({ "n": i }).to_string());
         }
         Ok(insert.execute(&self.pool).await?.rows_affected())
-    }
-
-    /// lockwise's side: one worker, `load.workers` handlers, its default batch and prefetch,
-    /// and the load's retention.
-    fn worker(
-        &self,
-        load: Load,
-        finished: Arc<AtomicU64>,
-        stop: CancellationToken,
-    ) -> tokio::task::JoinHandle<Result<()>> {
-        let mut worker = Worker::new(self.queue.clone())
-            .concurrency(load.workers)
-            .poll_interval(Duration::from_millis(20))
-            .grace(Duration::from_secs(5));
-        if let Some(keep) = load.retention {
-            worker = worker.retention(keep);
-        }
-        tokio::spawn(async move {
-            worker
-                .run(
-                    move |_job| {
-                        let finished = finished.clone();
-                        async move {
-                            sleep(load.job).await;
-                            finished.fetch_add(1, Ordering::Relaxed);
-                            Ok::<_, String>(())
-                        }
-                    },
-                    stop,
-                )
-                .await
-                .map(|_| ())
-                .map_err(Error::from)
-        })
     }
 
     /// The floor: `load.workers` tasks, each on a connection of its own in READ COMMITTED,
