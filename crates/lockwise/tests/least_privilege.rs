@@ -271,7 +271,7 @@ async fn postgres_grants_made_at_version_4_still_work_after_the_migrations() {
         .unwrap();
     sql_now(
         &admin,
-        &[format!("SELECT setval('{quoted}.claim_ticket', 1600)")],
+        &[format!("SELECT setval('{quoted}.claim_ticket', 8000)")],
     );
     let as_user = admin.replacen("postgres://postgres@", &format!("postgres://{role}@"), 1);
     let outcome = tokio::spawn({

@@ -66,6 +66,10 @@ const PINNED: &[(&str, &str)] = &[
         "83cd56e7b60cefeefdc111c7013f2553bc85aba2347f2cce9d94380a7c48f960",
     ),
     (
+        "postgres/queue/v12.sql",
+        "46d69efd2cc8e964107cd5c99e915d4bb8e8f2bf909eb9b0636c9afe854e1142",
+    ),
+    (
         "mysql/queue/v1.sql",
         "8366876deabe26f5a38ca21571bba72f778268b983af420828fa8d5da17377ff",
     ),

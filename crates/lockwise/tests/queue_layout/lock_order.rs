@@ -9,7 +9,7 @@ use super::*;
 #[tokio::test]
 pub(super) async fn a_version_6_store_gets_the_batch_functions_of_version_7_with_a_job_in_flight() {
     // A store of version 10, opened by a process that takes it for up to date (a record of
-    // migration 11 for the time it opens), so that it never migrates it.
+    // migrations 11 and on for the time it opens), so that it never migrates it.
     let schema = store_at("v7", 10).await;
     let quoted = format!("\"{}\"", schema.name());
     let pool = PgPoolOptions::new()
@@ -17,8 +17,9 @@ pub(super) async fn a_version_6_store_gets_the_batch_functions_of_version_7_with
         .connect(schema.url())
         .await
         .unwrap();
-    sqlx::query(sqlx::AssertSqlSafe(format!(
-        "INSERT INTO {quoted}.queue_migrations (version) VALUES (11)"
+    sqlx::raw_sql(sqlx::AssertSqlSafe(format!(
+        "INSERT INTO {quoted}.queue_migrations (version) SELECT generate_series(11, {LATEST}); {}",
+        with_shim(&quoted)
     )))
     .execute(&pool)
     .await
@@ -93,8 +94,12 @@ pub(super) async fn a_version_6_store_gets_the_batch_functions_of_version_7_with
     assert_eq!(claimed[0].id, id);
 
     // A new process opens the store: migration 7 runs (and the ones after it).
+    sqlx::raw_sql(sqlx::AssertSqlSafe(without_shim(&quoted)))
+        .execute(&pool)
+        .await
+        .unwrap();
     let reopened = reopen(&schema).await;
-    assert_eq!(version(&pool, &quoted).await, Some(11));
+    assert_eq!(version(&pool, &quoted).await, Some(LATEST));
     let migrated = text(defs).await;
     assert!(!migrated.contains("l.id = ANY("), "{migrated}");
     // Migrations 9 and 10 followed: the acknowledging functions (9) and the confirmation (10)
@@ -207,13 +212,20 @@ pub(super) async fn the_reaper_skips_a_lease_a_worker_holds_and_rescues_the_rest
 }
 
 /// A queue `q` in a fresh schema with 150 jobs claimed by one claim (150 consecutive lease
-/// tickets: at least two segments of 100), a pool of its own, and the leases as
-/// (id, attempt, segment) in (segment, id) order, the first and last in different segments.
+/// tickets from 450: the last 50 of segment 0 and the first 100 of segment 1), a pool of its
+/// own, and the leases as (id, attempt, segment) in (segment, id) order, the first and last
+/// in different segments.
 pub(super) async fn leases_of_150_claimed(
     label: &str,
 ) -> (PgSchema, Queue, PgPool, Vec<(i64, i32, i16)>) {
     let (schema, q) = open(label).await;
     let quoted = format!("\"{}\"", schema.name());
+    sqlx::raw_sql(sqlx::AssertSqlSafe(format!(
+        "SELECT setval('{quoted}.claim_ticket', 449)"
+    )))
+    .execute(&PgPool::connect(schema.url()).await.unwrap())
+    .await
+    .unwrap();
     q.enqueue_many((0..150).map(|n| Job::new(json!({ "n": n }))))
         .await
         .unwrap();
@@ -358,9 +370,9 @@ pub(super) async fn a_stopping_worker_does_not_wait_for_the_rest_of_a_maintenanc
     .await
     .unwrap();
 
-    // 3,200 leases: every segment of the ring (32 of 100) written, then drained, and none of
+    // 16,000 leases: every segment of the ring (32 of 500) written, then drained, and none of
     // them truncated while the holder holds them.
-    q.enqueue_many((0..3_200).map(|n| Job::new(json!({ "n": n }))))
+    q.enqueue_many((0..16_000).map(|n| Job::new(json!({ "n": n }))))
         .await
         .unwrap();
     let report = Worker::new(q.clone())
@@ -372,7 +384,7 @@ pub(super) async fn a_stopping_worker_does_not_wait_for_the_rest_of_a_maintenanc
         )
         .await
         .unwrap();
-    assert_eq!(report.done, 3_200);
+    assert_eq!(report.done, 16_000);
 
     let stop = CancellationToken::new();
     let worker = tokio::spawn(Worker::new(q.clone()).concurrency(1).run(

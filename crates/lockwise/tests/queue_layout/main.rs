@@ -171,6 +171,20 @@ async fn store_at(label: &str, version: usize) -> PgSchema {
     schema
 }
 
+/// What the statements of this version need of a store that an older process (played by this
+/// one, on a store it was told is up to date) works: `flush_stats` (v12.sql) as a no-op.
+/// [`without_shim`] removes it before a new process migrates the store.
+fn with_shim(quoted: &str) -> String {
+    format!("CREATE FUNCTION {quoted}.flush_stats() RETURNS void LANGUAGE sql AS ''")
+}
+
+fn without_shim(quoted: &str) -> String {
+    format!("DROP FUNCTION {quoted}.flush_stats()")
+}
+
+/// The newest migration of the queue schema: the version of a store once opened.
+const LATEST: i64 = 12;
+
 /// The latest migration applied to the schema `quoted`.
 async fn version(pool: &PgPool, quoted: &str) -> Option<i64> {
     scalar_i64(

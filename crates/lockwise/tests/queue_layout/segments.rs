@@ -236,3 +236,56 @@ pub(super) async fn a_truncation_releases_at_once_a_segment_it_finds_in_use() {
         .unwrap();
     assert_eq!(claimed.len(), 1, "the job in use is still there");
 }
+
+/// A claim, a confirmation and an acknowledgement report their table statistics as they end
+/// (`flush_stats`, v12.sql), where a backend otherwise reports at most once a second: a
+/// truncation's reset of a segment's counts is not followed, up to a second later, by the
+/// deletions made there before it. Through one connection that reported a moment before, the
+/// deletions show in `pg_stat_user_tables` within 400 ms (a second later without the flush).
+#[tokio::test]
+pub(super) async fn the_worker_s_statements_report_their_statistics_as_they_end() {
+    let schema = PgSchema::new("flush");
+    let one = PgPoolOptions::new()
+        .max_connections(1)
+        .connect(schema.url())
+        .await
+        .expect("PostgreSQL is not reachable; run scripts/services");
+    let q = Queue::with_schema(one, schema.name(), "q").unwrap();
+    q.migrate().await.unwrap();
+    let watcher = PgPool::connect(schema.url()).await.unwrap();
+    let quoted = format!("\"{}\"", schema.name());
+    let deleted = |table: &'static str| {
+        let (watcher, quoted) = (watcher.clone(), quoted.clone());
+        async move {
+            scalar_i64(
+                &watcher,
+                format!(
+                    "SELECT n_tup_del FROM pg_stat_user_tables \
+                      WHERE relid = '{quoted}.{table}'::regclass"
+                ),
+            )
+            .await
+            .unwrap_or(0)
+        }
+    };
+    q.enqueue_many((0..20).map(|n| Job::new(json!({ "n": n }))))
+        .await
+        .unwrap();
+    // Let the connection report once (a backend's first report is at once), then work.
+    sleep(Duration::from_millis(50)).await;
+    let lease = Duration::from_secs(30);
+    let claimed = q.protocol().claim("w", 20, lease, &[]).await.unwrap();
+    let jobs: Vec<_> = claimed.iter().map(|j| (j.id, j.attempt)).collect();
+    assert_eq!(q.protocol().confirm_started(&jobs).await.unwrap().len(), 20);
+    assert_eq!(q.protocol().complete(&jobs).await.unwrap(), 20);
+    let worked = Instant::now();
+    while deleted("ready_0").await < 20 || deleted("leases_0").await < 20 {
+        assert!(
+            worked.elapsed() < Duration::from_millis(400),
+            "the deletions were not reported within 400 ms: ready_0 {}, leases_0 {}",
+            deleted("ready_0").await,
+            deleted("leases_0").await
+        );
+        sleep(Duration::from_millis(10)).await;
+    }
+}

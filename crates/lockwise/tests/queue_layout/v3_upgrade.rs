@@ -76,7 +76,7 @@ pub(super) async fn a_version_3_schema_migrates_to_the_ring_layout_with_jobs_in_
 
     assert_eq!(
         version(&pool, &quoted).await,
-        Some(11),
+        Some(LATEST),
         "the store is at the current version once opened"
     );
     let old_table: Option<String> = sqlx::query_scalar(sqlx::AssertSqlSafe(format!(

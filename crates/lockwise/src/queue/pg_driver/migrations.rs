@@ -32,6 +32,7 @@ pub(super) const MIGRATIONS: &[(i32, &str)] = &[
     (9, include_str!("../../../sql/postgres/queue/v9.sql")),
     (10, include_str!("../../../sql/postgres/queue/v10.sql")),
     (11, include_str!("../../../sql/postgres/queue/v11.sql")),
+    (12, include_str!("../../../sql/postgres/queue/v12.sql")),
 ];
 
 /// The newest migration in [`MIGRATIONS`].

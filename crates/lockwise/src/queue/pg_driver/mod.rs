@@ -47,11 +47,15 @@
 //!   statements of a batch, only those on that segment (see below), and the rarer ones
 //!   (heartbeat, failure, hand-back, reap, cancel, which go through the ring's parent). A
 //!   lock request that *waits* is queued ahead of every later claim, so the lock is asked
-//!   for with NOWAIT, and only after five rounds in a row that left a drained segment does
-//!   a round wait (20 ms at most), which drains a backlog faster than waiting every round.
-//!   Lease segments are truncated one per statement, so that the clock does not come round
-//!   to a segment that a long truncation of many still holds;
-//! - a ring holds 8,000 ready rows (16 × 500) and 3,200 leases (32 × 100) before its clock
+//!   for with NOWAIT, and only a round after one that left a drained segment waits (20 ms at
+//!   most): at 32 handlers claims are always in flight, and a ring that wraps in under a
+//!   second cannot wait five rounds. Lease segments are truncated one per statement, so that
+//!   the clock does not come round to a segment that a long truncation of many still holds;
+//! - the statements of the worker's path and the truncations report their table statistics
+//!   as they end (`flush_stats`, v12.sql), not up to a second later: otherwise deletions made
+//!   just before a truncation reach the statistics after its reset, and an empty segment
+//!   reports them as dead versions;
+//! - a ring holds 8,000 ready rows (16 × 500) and 16,000 leases (32 × 500) before its clock
 //!   comes back to a segment. A backlog deeper than that, a job waiting in a queue nobody
 //!   works, or a lease held for many minutes keeps its segment from being truncated: that
 //!   segment then gathers dead versions until autovacuum visits it, as any table would;
@@ -108,10 +112,10 @@ use crate::queue::{
     utc_errors,
 };
 
-/// The rings, as baked into their segment DEFAULTs (v4.sql, and v5.sql for leases) and, for
+/// The rings, as baked into their segment DEFAULTs (v4.sql, and v12.sql for leases) and, for
 /// leases, into the functions of v5.sql, v7.sql, v9.sql and v10.sql, which name each segment:
 /// `(ring, segments, rows per segment)`.
-pub(super) const RINGS: [(&str, i64, i64); 2] = [("ready", 16, 500), ("leases", 32, 100)];
+pub(super) const RINGS: [(&str, i64, i64); 2] = [("ready", 16, 500), ("leases", 32, 500)];
 
 /// How often the finished history's counts are sealed (its buckets are 10 s).
 const SEAL_EVERY: Duration = Duration::from_secs(5);

@@ -10,8 +10,11 @@ use crate::db::pg_conn::ADVISORY_CLASS;
 use crate::error::Result;
 
 /// Maintenance rounds in a row that may leave a drained segment of a ring untruncated
-/// because its lock was not free at once (NOWAIT) before one round waits for it.
-pub(super) const NOWAIT_ROUNDS: u32 = 5;
+/// because its lock was not free at once (NOWAIT) before one round waits for it: the round
+/// after a miss waits. With five, at 32 handlers (claims always in flight, the ready ring
+/// wrapping in 0.7 s) a ready segment was written again before its truncation and kept the
+/// dead versions of three fills or more.
+pub(super) const NOWAIT_ROUNDS: u32 = 1;
 
 /// How long a waiting truncation waits for each segment's lock, in ms: a claim asking for
 /// the segment after it waits that long too.
@@ -46,9 +49,9 @@ impl PgDriver {
     /// truncated.
     ///
     /// A lock request that waits holds up every claim behind it, so the lock is asked for
-    /// with NOWAIT; only after [`NOWAIT_ROUNDS`] rounds in a row that left a drained segment
-    /// of the ring (a ring's claims can keep its segments locked without a pause) does a
-    /// round wait, at most [`TRUNCATION_WAIT_MS`] per segment.
+    /// with NOWAIT; only after [`NOWAIT_ROUNDS`] round(s) in a row that left a drained
+    /// segment of the ring (a ring's claims can keep its segments locked without a pause)
+    /// does a round wait, at most [`TRUNCATION_WAIT_MS`] per segment.
     ///
     /// The ready ring's segments go in one statement: every claim reads every ready segment,
     /// so a ready segment's truncation stops them all whatever it does, and one statement is

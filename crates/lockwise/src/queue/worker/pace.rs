@@ -18,8 +18,8 @@ pub(super) const MAX_CLAIMS: usize = 16;
 
 /// The most jobs a worker claims ahead by default: enough that one worker of many handlers
 /// drains short jobs as fast as as many workers of one handler each (the measurements are in
-/// `docs/performance.md`), and below the 3,200 leases of the PostgreSQL lease ring, so that
-/// one worker's prefetch alone does not fill it.
+/// `docs/performance.md`), and well below the 16,000 leases of the PostgreSQL lease ring, so
+/// that the prefetch of a few workers does not fill it.
 pub(super) const MAX_PREFETCH: usize = 3_000;
 
 /// Claim round trips: a job is short (worth prefetching) when it runs no longer than this
