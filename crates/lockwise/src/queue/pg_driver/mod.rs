@@ -47,9 +47,11 @@
 //!   statements of a batch, only those on that segment (see below), and the rarer ones
 //!   (heartbeat, failure, hand-back, reap, cancel, which go through the ring's parent). A
 //!   lock request that *waits* is queued ahead of every later claim, so the lock is asked
-//!   for with NOWAIT, and only a round after one that left a drained segment waits (20 ms at
-//!   most): at 32 handlers claims are always in flight, and a ring that wraps in under a
-//!   second cannot wait five rounds. Lease segments are truncated one per statement, so that
+//!   for with NOWAIT, and only after five rounds in a row that left a drained segment does
+//!   a round wait (20 ms at most), which drains a backlog faster than waiting every round;
+//!   or at once when, at its clock's pace, the ring comes back to a drained segment within
+//!   three rounds (at 32 handlers claims are always in flight, and the ready ring wraps in
+//!   0.7 s). Lease segments are truncated one per statement, so that
 //!   the clock does not come round to a segment that a long truncation of many still holds;
 //! - the statements of the worker's path and the truncations report their table statistics
 //!   as they end (`flush_stats`, v12.sql), not up to a second later: otherwise deletions made
@@ -91,7 +93,7 @@ mod statements;
 
 use std::collections::HashMap;
 use std::sync::Arc;
-use std::sync::atomic::AtomicU32;
+use std::sync::atomic::{AtomicI64, AtomicU32};
 use std::time::{Duration, SystemTime};
 
 use async_trait::async_trait;
@@ -149,6 +151,9 @@ pub(super) struct PgDriver {
     /// For each ring of [`RINGS`], the maintenance rounds in a row that left a drained
     /// segment untruncated (see [`PgDriver::truncate_drained_segments`]).
     truncation_misses: [AtomicU32; 2],
+    /// For each ring of [`RINGS`], its clock as the last maintenance round read it (the
+    /// clock's pace decides whether a round waits for a segment's lock).
+    last_clocks: [AtomicI64; 2],
 }
 
 /// `(id, attempt)` pairs as the two arrays the statements `unnest`.
@@ -174,6 +179,7 @@ impl PgDriver {
             sealed: std::sync::Mutex::new(None),
             lease_segments: std::sync::Mutex::new(HashMap::new()),
             truncation_misses: Default::default(),
+            last_clocks: Default::default(),
         }
     }
     /// The upkeep of the finished history's ring after a prune (v11.sql's `retire_history`):

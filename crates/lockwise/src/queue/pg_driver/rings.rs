@@ -10,11 +10,30 @@ use crate::db::pg_conn::ADVISORY_CLASS;
 use crate::error::Result;
 
 /// Maintenance rounds in a row that may leave a drained segment of a ring untruncated
-/// because its lock was not free at once (NOWAIT) before one round waits for it: the round
-/// after a miss waits. With five, at 32 handlers (claims always in flight, the ready ring
-/// wrapping in 0.7 s) a ready segment was written again before its truncation and kept the
-/// dead versions of three fills or more.
-pub(super) const NOWAIT_ROUNDS: u32 = 1;
+/// because its lock was not free at once (NOWAIT) before one round waits for it.
+pub(super) const NOWAIT_ROUNDS: u32 = 5;
+
+/// A round waits at once when, at the pace its ring's clock kept since the round before, the
+/// clock comes back to a drained segment within this many rounds: at 32 handlers claims are
+/// always in flight (NOWAIT never gets a ready segment) and the ready ring wraps in 0.7 s,
+/// so five rounds of NOWAIT let a segment be written again before its truncation, keeping
+/// the dead versions of two fills or more. While the clock stands still (a drain) a
+/// truncation never waits sooner than [`NOWAIT_ROUNDS`].
+pub(super) const URGENT_ROUNDS: i64 = 3;
+
+/// Whether a round must wait for the locks of the drained segments `drained` (segment,
+/// tickets until the clock comes back to it): the clock drew `pace` tickets since the round
+/// before, and `misses` rounds in a row left a drained segment. While the clock moves, a
+/// round after a miss waits too: at 64 handlers a ring wraps in a few rounds.
+pub(super) fn must_wait(drained: &[(i32, i64)], pace: i64, misses: u32) -> bool {
+    if pace == 0 {
+        return misses >= NOWAIT_ROUNDS;
+    }
+    misses >= 1
+        || drained
+            .iter()
+            .any(|&(_, away)| away <= URGENT_ROUNDS * pace)
+}
 
 /// How long a waiting truncation waits for each segment's lock, in ms: a claim asking for
 /// the segment after it waits that long too.
@@ -49,9 +68,10 @@ impl PgDriver {
     /// truncated.
     ///
     /// A lock request that waits holds up every claim behind it, so the lock is asked for
-    /// with NOWAIT; only after [`NOWAIT_ROUNDS`] round(s) in a row that left a drained
-    /// segment of the ring (a ring's claims can keep its segments locked without a pause)
-    /// does a round wait, at most [`TRUNCATION_WAIT_MS`] per segment.
+    /// with NOWAIT; only after [`NOWAIT_ROUNDS`] rounds in a row that left a drained segment
+    /// of the ring (a ring's claims can keep its segments locked without a pause), or when
+    /// the clock will be back at a drained segment within [`URGENT_ROUNDS`] rounds, does a
+    /// round wait, at most [`TRUNCATION_WAIT_MS`] per segment.
     ///
     /// The ready ring's segments go in one statement: every claim reads every ready segment,
     /// so a ready segment's truncation stops them all whatever it does, and one statement is
@@ -77,7 +97,13 @@ impl PgDriver {
             .await?;
         let started = std::time::Instant::now();
         let (mut truncated, mut tried) = (0, 0);
-        for (ring, segments, rows_per_segment) in RINGS {
+        for (index, (ring, segments, rows_per_segment)) in RINGS.into_iter().enumerate() {
+            let clock = rows.iter().find(|row| row.0 == ring).map(|row| row.3);
+            let before = clock.map(|now| self.last_clocks[index].swap(now, Relaxed));
+            let pace = match (before, clock) {
+                (Some(before), Some(now)) if before > 0 => (now - before).max(0),
+                _ => 0,
+            };
             let mut drained: Vec<(i32, i64)> = rows
                 .iter()
                 .filter(|(name, seg, bytes, clock, empty)| {
@@ -92,14 +118,14 @@ impl PgDriver {
                 continue;
             }
             tried += drained.len();
+            let misses = &self.truncation_misses[index];
+            let wait_ms = if must_wait(&drained, pace, misses.load(Relaxed)) {
+                TRUNCATION_WAIT_MS
+            } else {
+                0
+            };
             drained.sort_by_key(|&(_, rows_away)| std::cmp::Reverse(rows_away));
             let drained: Vec<i32> = drained.into_iter().map(|(seg, _)| seg).collect();
-            let misses = &self.truncation_misses[usize::from(ring == "leases")];
-            let wait_ms = if misses.load(Relaxed) < NOWAIT_ROUNDS {
-                0
-            } else {
-                TRUNCATION_WAIT_MS
-            };
             let per_statement = if ring == "leases" { 1 } else { drained.len() };
             let mut done = 0;
             for group in drained.chunks(per_statement) {
@@ -130,7 +156,19 @@ impl PgDriver {
 
 #[cfg(test)]
 mod tests {
-    use super::{near_the_clock, until_reused};
+    use super::{must_wait, near_the_clock, until_reused};
+
+    #[test]
+    fn a_round_waits_when_the_clock_comes_back_within_three_rounds_or_after_five_misses() {
+        // 1,200 tickets a round: a segment 3,600 away is reused within three rounds.
+        assert!(must_wait(&[(9, 5_000), (10, 3_600)], 1_200, 0));
+        assert!(!must_wait(&[(9, 5_000), (10, 3_601)], 1_200, 0));
+        // A moving clock: the round after a miss waits.
+        assert!(must_wait(&[(9, 5_000)], 1_200, 1));
+        // A clock standing still (a drain): NOWAIT until five rounds missed.
+        assert!(!must_wait(&[(3, 100)], 0, 4));
+        assert!(must_wait(&[(3, 100)], 0, 5));
+    }
 
     #[test]
     fn the_maintenance_spares_the_segment_behind_the_clock_and_the_two_ahead() {
