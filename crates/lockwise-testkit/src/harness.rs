@@ -229,3 +229,74 @@ impl Harness for MysqlHarness {
         true
     }
 }
+
+/// A key prefix on the shared etcd; "deleting" a lock is a delete of its key. Every key has
+/// a lease, so nothing outlives the test by more than its TTL.
+#[cfg(feature = "etcd")]
+#[derive(Debug)]
+pub struct EtcdHarness {
+    url: String,
+}
+
+#[cfg(feature = "etcd")]
+impl EtcdHarness {
+    /// A fresh prefix.
+    pub fn new() -> Self {
+        let base = crate::etcd_url();
+        let base = base.trim_end_matches('/');
+        EtcdHarness {
+            url: format!("{base}/{}", crate::unique("conformance")),
+        }
+    }
+
+    /// The harness's URL: the shared etcd, under its own prefix.
+    pub fn url(&self) -> &str {
+        &self.url
+    }
+}
+
+#[cfg(feature = "etcd")]
+impl Default for EtcdHarness {
+    fn default() -> Self {
+        Self::new()
+    }
+}
+
+#[cfg(feature = "etcd")]
+#[async_trait]
+impl Harness for EtcdHarness {
+    async fn locker(&self) -> Locker {
+        let backend = lockwise::backend::etcd::EtcdBackend::connect(&self.url)
+            .await
+            .unwrap_or_else(|e| panic!("connect to etcd ({e}); run scripts/services to start it"));
+        Locker::new(backend)
+    }
+
+    async fn delete_lock(&self, key: &str) {
+        let url = lockwise::url::EtcdUrl::parse(&self.url)
+            .unwrap_or_else(|e| panic!("the harness's own URL: {e}"));
+        let mut client = etcd_client::Client::connect(url.endpoints.clone(), None)
+            .await
+            .unwrap_or_else(|e| panic!("connect to etcd: {e}"));
+        let name = format!("{}lock/{key}", url.prefix);
+        let deleted = client
+            .delete(name.as_bytes(), None)
+            .await
+            .unwrap_or_else(|e| panic!("delete {name}: {e}"))
+            .deleted();
+        assert_eq!(deleted, 1, "{name} should have existed");
+    }
+
+    /// etcd's leases are whole seconds, rounded up, and its leader looks for expired ones
+    /// twice a second.
+    fn server_lease(&self, ttl: Duration) -> Duration {
+        Duration::from_secs(lockwise::backend::etcd::lease_seconds(ttl).unsigned_abs())
+            + Duration::from_millis(500)
+    }
+
+    /// A token is the key's create revision, and every write of the cluster (another key, a
+    /// delete) moves the revision.
+    fn tokens_may_skip(&self) -> bool {
+        true
+    }
+}

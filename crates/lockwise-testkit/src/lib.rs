@@ -100,6 +100,11 @@ pub fn postgres_url() -> String {
         .unwrap_or_else(|_| "postgres://postgres@127.0.0.1:5432/test".into())
 }
 
+/// The shared etcd: `LOCKWISE_ETCD_URL`, default `etcd://127.0.0.1:2379`.
+pub fn etcd_url() -> String {
+    std::env::var("LOCKWISE_ETCD_URL").unwrap_or_else(|_| "etcd://127.0.0.1:2379".into())
+}
+
 /// The shared MariaDB/MySQL: `LOCKWISE_MYSQL_URL`, default `mysql://root@127.0.0.1:3306/test`.
 pub fn mysql_url() -> String {
     std::env::var("LOCKWISE_MYSQL_URL")

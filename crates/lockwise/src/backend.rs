@@ -16,6 +16,8 @@ use crate::lease::{FencingToken, OwnerToken};
 pub use any::AnyBackend;
 
 mod any;
+#[cfg(feature = "etcd")]
+pub mod etcd;
 pub mod file;
 pub mod memory;
 #[cfg(feature = "mysql")]

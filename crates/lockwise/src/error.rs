@@ -192,7 +192,12 @@ impl Error {
         }
     }
 
-    #[cfg(any(feature = "redis", feature = "postgres", feature = "mysql"))]
+    #[cfg(any(
+        feature = "redis",
+        feature = "postgres",
+        feature = "mysql",
+        feature = "etcd"
+    ))]
     pub(crate) fn backend_msg(backend: &'static str, message: impl Into<String>) -> Self {
         Error::Backend {
             backend,

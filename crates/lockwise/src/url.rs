@@ -4,6 +4,10 @@ use std::path::PathBuf;
 
 use crate::error::{Error, Result};
 
+pub use etcd::EtcdUrl;
+
+pub(crate) mod etcd;
+
 /// The backend a URL names. Its `Debug` form hides passwords.
 #[derive(Clone, PartialEq, Eq)]
 #[non_exhaustive]
@@ -18,6 +22,8 @@ pub enum BackendUrl {
     Postgres(String),
     /// `mysql://…` or `mariadb://…`: `GET_LOCK`.
     Mysql(String),
+    /// `etcd://host:2379[,host2:2379…][/prefix]`: a lease per lock on a consensus store.
+    Etcd(String),
 }
 
 impl std::fmt::Debug for BackendUrl {
@@ -28,6 +34,7 @@ impl std::fmt::Debug for BackendUrl {
             BackendUrl::Redis(u) => f.debug_tuple("Redis").field(&redact_url(u)).finish(),
             BackendUrl::Postgres(u) => f.debug_tuple("Postgres").field(&redact_url(u)).finish(),
             BackendUrl::Mysql(u) => f.debug_tuple("Mysql").field(&redact_url(u)).finish(),
+            BackendUrl::Etcd(u) => f.debug_tuple("Etcd").field(&redact_url(u)).finish(),
         }
     }
 }
@@ -91,6 +98,11 @@ impl BackendUrl {
                 raw
             )));
         }
+        // Several members in one authority (`h1:2379,h2:2379`) are no URL to a URL parser.
+        if raw.starts_with("etcd://") || raw.starts_with("etcds://") {
+            EtcdUrl::parse(raw)?;
+            return Ok(BackendUrl::Etcd(raw.to_owned()));
+        }
         let url = url::Url::parse(raw)
             .map_err(|e| Error::config(format!("malformed URL {shown}: {e}")))?;
         match url.scheme() {
@@ -127,7 +139,7 @@ impl BackendUrl {
             }
             other => Err(Error::config(format!(
                 "unknown URL scheme {other:?} in {shown}; expected file://, redis://, rediss://, \
-                 postgres://, mysql:// or memory:"
+                 postgres://, mysql://, etcd:// or memory:"
             ))),
         }
     }

@@ -1,5 +1,7 @@
 //! The one place a URL becomes a lock backend: [`AnyBackend`].
 
+#[cfg(feature = "etcd")]
+use super::etcd::EtcdBackend;
 #[cfg(feature = "mysql")]
 use super::mysql::MysqlBackend;
 #[cfg(feature = "postgres")]
@@ -42,6 +44,9 @@ pub enum AnyBackend {
     /// `mysql://…`, `mariadb://…`: the backend and the URL it was opened from.
     #[cfg(feature = "mysql")]
     Mysql(MysqlBackend, String),
+    /// `etcd://…`.
+    #[cfg(feature = "etcd")]
+    Etcd(EtcdBackend),
 }
 
 impl AnyBackend {
@@ -76,6 +81,8 @@ impl AnyBackend {
             }
             #[cfg(feature = "mysql")]
             BackendUrl::Mysql(url) => AnyBackend::Mysql(MysqlBackend::connect(&url).await?, url),
+            #[cfg(feature = "etcd")]
+            BackendUrl::Etcd(url) => AnyBackend::Etcd(EtcdBackend::connect(&url).await?),
             #[allow(unreachable_patterns)]
             other => {
                 return Err(Error::config(format!(
@@ -96,6 +103,8 @@ impl AnyBackend {
             AnyBackend::Postgres(b, _) => Locker::new(b),
             #[cfg(feature = "mysql")]
             AnyBackend::Mysql(b, _) => Locker::new(b),
+            #[cfg(feature = "etcd")]
+            AnyBackend::Etcd(b) => Locker::new(b),
         }
     }
 }

@@ -129,6 +129,13 @@ impl Group {
             AnyBackend::Postgres(_, url) => Arc::new(pg_roster::PgRosters::connect(url).await?),
             #[cfg(feature = "mysql")]
             AnyBackend::Mysql(_, url) => Arc::new(mysql_roster::MysqlRosters::connect(url).await?),
+            #[cfg(feature = "etcd")]
+            AnyBackend::Etcd(_) => {
+                return Err(crate::Error::config(
+                    "partition groups on etcd:// are not in this version yet; use redis://, \
+                     postgres://, mysql:// or file://",
+                ));
+            }
         };
         let locker = backend.into_locker();
         Ok(Group {

@@ -1,0 +1,381 @@
+//! etcd: a lease per lock, a put-if-absent transaction, and the key's create revision as the
+//! fencing token.
+//!
+//! # Stored names (fixed: two versions of lockwise must exclude each other)
+//!
+//! For key `K` under prefix `P` (default `lockwise/`):
+//!
+//! | name | content | lease |
+//! |---|---|---|
+//! | `P` `lock/` `K` | the owner token, 32 lowercase hex characters | one etcd lease of the lock's TTL, granted for this grant |
+//!
+//! An acquire grants a lease of the TTL (whole seconds, rounded up: etcd's unit), then puts the
+//! key in one transaction if its `create_revision` is 0 (no such key). The put's revision, the
+//! key's create revision, is the fencing token: etcd's revision counts every write of the
+//! cluster, is kept by the Raft log through leader changes and restarts, and never goes back,
+//! so a token is never issued twice, where Redis and MariaDB keep theirs above a clock. An
+//! extension grants a new lease of the new TTL, moves the key onto it in a transaction that
+//! compares the owner (the create revision, and so the token, stays), and revokes the old
+//! lease; a release deletes the key in a transaction that compares the owner, then revokes its
+//! lease. Waiters watch the key and wake on its deletion (a release, an expiry, an operator's
+//! delete).
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use async_trait::async_trait;
+use etcd_client::{
+    Client, Compare, CompareOp, ConnectOptions, EventType, PutOptions, Txn, TxnOp, TxnOpResponse,
+};
+use tokio::sync::watch;
+
+use super::{Attempt, Backend, LOSS_CHECK_EVERY, ReleaseWatch};
+use crate::error::{Error, Result};
+use crate::lease::{FencingToken, OwnerToken};
+
+pub use crate::url::EtcdUrl;
+
+/// The prefix of every key unless the URL's path says otherwise.
+pub const DEFAULT_PREFIX: &str = crate::url::etcd::DEFAULT_PREFIX;
+
+/// How long connecting, and then each call, may take before it is reported as failed.
+const CALL_TIMEOUT: Duration = Duration::from_secs(3);
+
+/// The most operations etcd takes in one transaction (its `--max-txn-ops` default).
+const MAX_TXN_OPS: usize = 128;
+
+/// Leases in etcd. Clones share one gRPC channel, balanced over the URL's members.
+#[derive(Clone)]
+pub struct EtcdBackend {
+    inner: Arc<Inner>,
+}
+
+struct Inner {
+    client: Client,
+    prefix: String,
+    shown: String,
+}
+
+impl std::fmt::Debug for EtcdBackend {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("EtcdBackend")
+            .field("url", &self.inner.shown)
+            .field("prefix", &self.inner.prefix)
+            .finish_non_exhaustive()
+    }
+}
+
+/// etcd's lease TTL for a lock of `ttl`: whole seconds, rounded up (the server may still raise
+/// it to its own minimum, 1.5 election timeouts).
+pub fn lease_seconds(ttl: Duration) -> i64 {
+    let whole = ttl.as_secs() + u64::from(ttl.subsec_nanos() > 0);
+    i64::try_from(whole.max(1)).unwrap_or(i64::MAX)
+}
+
+impl EtcdBackend {
+    /// Connects to the members of an `etcd://` URL and checks that one answers as etcd
+    /// (a read of the lock prefix), within 3 seconds.
+    ///
+    /// ```no_run
+    /// # async fn demo() -> lockwise::Result<()> {
+    /// use lockwise::backend::etcd::EtcdBackend;
+    /// let backend = EtcdBackend::connect("etcd://10.0.0.1:2379,10.0.0.2:2379/billing/").await?;
+    /// let locker = lockwise::Locker::new(backend);
+    /// # Ok(()) }
+    /// ```
+    ///
+    /// # Errors
+    ///
+    /// [`Error::InvalidConfig`] for a malformed URL; [`Error::Backend`] when no member
+    /// answers, the credentials are refused or the server is not etcd.
+    ///
+    /// # Cancel safety
+    ///
+    /// Dropping the future closes the channel it opened; nothing is stored.
+    pub async fn connect(url: &str) -> Result<EtcdBackend> {
+        let url = EtcdUrl::parse(url)?;
+        let shown = url.shown();
+        let mut options = ConnectOptions::new()
+            .with_connect_timeout(CALL_TIMEOUT)
+            .with_timeout(CALL_TIMEOUT)
+            // A member cut off from the leader answers no write and no linearizable read:
+            // the client moves to another member instead of waiting on a minority.
+            .with_require_leader(true)
+            .with_keep_alive(Duration::from_secs(1), CALL_TIMEOUT);
+        if let Some((user, password)) = &url.credentials {
+            options = options.with_user(user.clone(), password.clone());
+        }
+        let connecting = Client::connect(url.endpoints.clone(), Some(options));
+        let client = tokio::time::timeout(CALL_TIMEOUT, connecting)
+            .await
+            .map_err(|_| unreachable(&shown, &"no member answered within 3 s"))?
+            .map_err(|e| unreachable(&shown, &e))?;
+        let backend = EtcdBackend {
+            inner: Arc::new(Inner {
+                client,
+                prefix: url.prefix,
+                shown,
+            }),
+        };
+        let mut client = backend.client();
+        let probe = client.get(backend.name("probe"), None);
+        tokio::time::timeout(CALL_TIMEOUT, probe)
+            .await
+            .map_err(|_| unreachable(&backend.inner.shown, &"no answer within 3 s"))?
+            .map_err(|e| unreachable(&backend.inner.shown, &e))?;
+        Ok(backend)
+    }
+
+    /// The etcd key of lock `key`.
+    fn name(&self, key: &str) -> Vec<u8> {
+        format!("{}lock/{key}", self.inner.prefix).into_bytes()
+    }
+
+    fn client(&self) -> Client {
+        self.inner.client.clone()
+    }
+
+    fn error(&self, e: etcd_client::Error) -> Error {
+        Error::backend("etcd", format!("etcd {}", self.inner.shown), e)
+    }
+
+    /// Revokes `lease`, whose key is gone or was never written: best effort, since the
+    /// lease's own TTL ends it anyway.
+    async fn revoke(&self, lease: i64) {
+        if lease != 0
+            && let Err(e) = self.client().lease_revoke(lease).await
+        {
+            tracing::debug!(lease, error = %e, "etcd: revoking a lease failed; its TTL ends it");
+        }
+    }
+
+    /// The lease of `key` if `owner` holds it.
+    async fn lease_of(&self, key: &[u8], owner: OwnerToken) -> Result<Option<i64>> {
+        let txn = Txn::new()
+            .when([Compare::value(
+                key.to_vec(),
+                CompareOp::Equal,
+                owner.to_hex(),
+            )])
+            .and_then([TxnOp::get(key.to_vec(), None)]);
+        let answer = self.client().txn(txn).await.map_err(|e| self.error(e))?;
+        if !answer.succeeded() {
+            return Ok(None);
+        }
+        Ok(first_kv(answer.op_responses()).map(|(_, lease, _)| lease))
+    }
+}
+
+fn unreachable(shown: &str, why: &dyn std::fmt::Display) -> Error {
+    Error::backend_msg("etcd", format!("etcd {shown}: {why}"))
+}
+
+/// The value, lease and create revision of the first key a transaction's first GET found.
+fn first_kv(responses: Vec<TxnOpResponse>) -> Option<(Vec<u8>, i64, i64)> {
+    responses.into_iter().find_map(|response| match response {
+        TxnOpResponse::Get(get) => get
+            .kvs()
+            .first()
+            .map(|kv| (kv.value().to_vec(), kv.lease(), kv.create_revision())),
+        _ => None,
+    })
+}
+
+#[async_trait]
+impl Backend for EtcdBackend {
+    async fn try_acquire(&self, key: &str, owner: OwnerToken, ttl: Duration) -> Result<Attempt> {
+        let name = self.name(key);
+        let lease = self
+            .client()
+            .lease_grant(lease_seconds(ttl), None)
+            .await
+            .map_err(|e| self.error(e))?
+            .id();
+        let txn = Txn::new()
+            .when([Compare::create_revision(name.clone(), CompareOp::Equal, 0)])
+            .and_then([TxnOp::put(
+                name.clone(),
+                owner.to_hex(),
+                Some(PutOptions::new().with_lease(lease)),
+            )])
+            .or_else([TxnOp::get(name, None)]);
+        let answer = match self.client().txn(txn).await {
+            Ok(answer) => answer,
+            Err(e) => {
+                self.revoke(lease).await;
+                return Err(self.error(e));
+            }
+        };
+        if answer.succeeded() {
+            let revision = answer.header().map_or(0, |h| h.revision());
+            let token = u64::try_from(revision).map_err(|_| {
+                Error::backend_msg("etcd", format!("a negative revision {revision}"))
+            })?;
+            return Ok(Attempt::Granted(FencingToken::new(token)));
+        }
+        self.revoke(lease).await;
+        let expires_in = match first_kv(answer.op_responses()) {
+            Some((_, holder_lease, _)) if holder_lease != 0 => self
+                .client()
+                .lease_time_to_live(holder_lease, None)
+                .await
+                .ok()
+                .and_then(|live| u64::try_from(live.ttl()).ok())
+                .map(Duration::from_secs),
+            _ => None,
+        };
+        Ok(Attempt::Held { expires_in })
+    }
+
+    async fn extend(&self, key: &str, owner: OwnerToken, ttl: Duration) -> Result<bool> {
+        let name = self.name(key);
+        let Some(old) = self.lease_of(&name, owner).await? else {
+            return Ok(false);
+        };
+        let lease = self
+            .client()
+            .lease_grant(lease_seconds(ttl), None)
+            .await
+            .map_err(|e| self.error(e))?
+            .id();
+        // The same key, value and create revision, on the new lease: only if the owner and
+        // its lease are still those just read.
+        let txn = Txn::new()
+            .when([
+                Compare::value(name.clone(), CompareOp::Equal, owner.to_hex()),
+                Compare::lease(name.clone(), CompareOp::Equal, old),
+            ])
+            .and_then([TxnOp::put(
+                name,
+                owner.to_hex(),
+                Some(PutOptions::new().with_lease(lease)),
+            )]);
+        let moved = match self.client().txn(txn).await {
+            Ok(answer) => answer.succeeded(),
+            Err(e) => {
+                self.revoke(lease).await;
+                return Err(self.error(e));
+            }
+        };
+        self.revoke(if moved { old } else { lease }).await;
+        Ok(moved)
+    }
+
+    async fn release(&self, key: &str, owner: OwnerToken) -> Result<bool> {
+        let name = self.name(key);
+        let txn = Txn::new()
+            .when([Compare::value(
+                name.clone(),
+                CompareOp::Equal,
+                owner.to_hex(),
+            )])
+            .and_then([TxnOp::get(name.clone(), None), TxnOp::delete(name, None)]);
+        let answer = self.client().txn(txn).await.map_err(|e| self.error(e))?;
+        if !answer.succeeded() {
+            return Ok(false);
+        }
+        if let Some((_, lease, _)) = first_kv(answer.op_responses()) {
+            self.revoke(lease).await;
+        }
+        Ok(true)
+    }
+
+    async fn holds(&self, key: &str, owner: OwnerToken) -> Result<bool> {
+        Ok(self.still_held(&[(key, owner)]).await?.first() == Some(&true))
+    }
+
+    async fn still_held(&self, leases: &[(&str, OwnerToken)]) -> Result<Vec<bool>> {
+        let mut held = Vec::with_capacity(leases.len());
+        for chunk in leases.chunks(MAX_TXN_OPS) {
+            let gets: Vec<TxnOp> = chunk
+                .iter()
+                .map(|(key, _)| TxnOp::get(self.name(key), None))
+                .collect();
+            let answer = self
+                .client()
+                .txn(Txn::new().and_then(gets))
+                .await
+                .map_err(|e| self.error(e))?;
+            let responses = answer.op_responses();
+            for ((_, owner), response) in chunk.iter().zip(responses) {
+                let value = match response {
+                    TxnOpResponse::Get(get) => get.kvs().first().map(|kv| kv.value().to_vec()),
+                    _ => None,
+                };
+                held.push(value.as_deref() == Some(owner.to_hex().as_bytes()));
+            }
+        }
+        if held.len() != leases.len() {
+            return Err(Error::backend_msg(
+                "etcd",
+                format!(
+                    "etcd {}: {} answers to {} reads",
+                    self.inner.shown,
+                    held.len(),
+                    leases.len()
+                ),
+            ));
+        }
+        Ok(held)
+    }
+
+    fn loss_check_every(&self) -> Option<Duration> {
+        Some(LOSS_CHECK_EVERY)
+    }
+
+    async fn watch(&self, key: &str) -> Result<ReleaseWatch> {
+        let mut stream = self
+            .client()
+            .watch(self.name(key), None)
+            .await
+            .map_err(|e| self.error(e))?;
+        let (tx, rx) = watch::channel(0u64);
+        let task = tokio::spawn(async move {
+            loop {
+                match stream.message().await {
+                    Ok(Some(answer)) => {
+                        let deleted = answer
+                            .events()
+                            .iter()
+                            .any(|event| event.event_type() == EventType::Delete);
+                        if deleted || answer.canceled() {
+                            tx.send_modify(|n| *n += 1);
+                        }
+                        if answer.canceled() {
+                            return;
+                        }
+                    }
+                    // The stream ended or broke: a release may have gone unseen.
+                    Ok(None) | Err(_) => {
+                        tx.send_modify(|n| *n += 1);
+                        return;
+                    }
+                }
+            }
+        });
+        Ok(ReleaseWatch::new(rx, Some(Box::new(AbortOnDrop(task)))))
+    }
+}
+
+/// Stops a watch's task (and with it its stream) when the waiter is done.
+struct AbortOnDrop(tokio::task::JoinHandle<()>);
+
+impl Drop for AbortOnDrop {
+    fn drop(&mut self) {
+        self.0.abort();
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::lease_seconds;
+    use std::time::Duration;
+
+    #[test]
+    fn leases_are_whole_seconds_rounded_up() {
+        assert_eq!(lease_seconds(Duration::from_millis(100)), 1);
+        assert_eq!(lease_seconds(Duration::from_secs(1)), 1);
+        assert_eq!(lease_seconds(Duration::from_millis(1_001)), 2);
+        assert_eq!(lease_seconds(Duration::from_secs(30)), 30);
+    }
+}

@@ -1,0 +1,148 @@
+//! `etcd://` URLs: several members, a key prefix, credentials.
+
+use super::redact_url;
+use crate::error::{Error, Result};
+
+/// The port of a member named without one.
+const DEFAULT_PORT: u16 = 2379;
+
+/// The key prefix of a URL without a path.
+pub(crate) const DEFAULT_PREFIX: &str = "lockwise/";
+
+/// A parsed `etcd://[user:password@]host[:port][,host[:port]…][/prefix]` URL.
+///
+/// ```
+/// use lockwise::url::EtcdUrl;
+/// let url = EtcdUrl::parse("etcd://app:s3cret@10.0.0.1,10.0.0.2:2380/billing").unwrap();
+/// assert_eq!(url.endpoints, ["http://10.0.0.1:2379", "http://10.0.0.2:2380"]);
+/// assert_eq!(url.prefix, "billing/");
+/// assert_eq!(url.credentials, Some(("app".into(), "s3cret".into())));
+/// assert_eq!(url.shown(), "etcd://app:***@10.0.0.1,10.0.0.2:2380/billing");
+/// assert_eq!(EtcdUrl::parse("etcd://127.0.0.1:2379").unwrap().prefix, "lockwise/");
+/// assert!(EtcdUrl::parse("etcd://").is_err());
+/// assert!(EtcdUrl::parse("etcd://h:99999").is_err());
+/// ```
+#[derive(Clone, PartialEq, Eq)]
+#[non_exhaustive]
+pub struct EtcdUrl {
+    /// `http://host:port` for each member, in the URL's order.
+    pub endpoints: Vec<String>,
+    /// The prefix of every key, ending in `/` (default `lockwise/`).
+    pub prefix: String,
+    /// User and password, percent-decoded.
+    pub credentials: Option<(String, String)>,
+    raw: String,
+}
+
+impl std::fmt::Debug for EtcdUrl {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("EtcdUrl")
+            .field("endpoints", &self.endpoints)
+            .field("prefix", &self.prefix)
+            .field("user", &self.credentials.as_ref().map(|(user, _)| user))
+            .finish_non_exhaustive()
+    }
+}
+
+impl EtcdUrl {
+    /// Parses an `etcd://` URL; errors never contain the password.
+    ///
+    /// # Errors
+    ///
+    /// [`Error::InvalidConfig`] for another scheme (`etcds://` included: TLS to etcd is not in
+    /// this build yet), no member, a bad port, a user without a password or a prefix with
+    /// control characters.
+    pub fn parse(raw: &str) -> Result<Self> {
+        let shown = redact_url(raw);
+        let rest = if let Some(rest) = raw.strip_prefix("etcd://") {
+            rest
+        } else if raw.starts_with("etcds://") {
+            return Err(Error::config(format!(
+                "{shown}: TLS to etcd (etcds://) is not supported by this build yet; use etcd:// \
+                 on a trusted network"
+            )));
+        } else {
+            return Err(Error::config(format!("{shown} is not an etcd:// URL")));
+        };
+        let (userinfo, rest) = match rest.rfind('@') {
+            Some(at) => (Some(&rest[..at]), &rest[at + 1..]),
+            None => (None, rest),
+        };
+        let credentials = match userinfo {
+            None => None,
+            Some(info) => {
+                let (user, password) = info.split_once(':').ok_or_else(|| {
+                    Error::config(format!("{shown}: a user needs a password (user:password@)"))
+                })?;
+                let decode = |s: &str| {
+                    percent_encoding::percent_decode_str(s)
+                        .decode_utf8()
+                        .map(|s| s.into_owned())
+                        .map_err(|_| Error::config(format!("{shown}: user info is not UTF-8")))
+                };
+                Some((decode(user)?, decode(password)?))
+            }
+        };
+        let (hosts, path) = match rest.find('/') {
+            Some(slash) => (&rest[..slash], &rest[slash + 1..]),
+            None => (rest, ""),
+        };
+        let endpoints = hosts
+            .split(',')
+            .map(|member| endpoint(member, &shown))
+            .collect::<Result<Vec<_>>>()?;
+        let path = path.trim_matches('/');
+        if path.chars().any(char::is_control) {
+            return Err(Error::config(format!(
+                "{shown}: the key prefix may not contain control characters"
+            )));
+        }
+        let prefix = if path.is_empty() {
+            DEFAULT_PREFIX.to_owned()
+        } else {
+            format!("{path}/")
+        };
+        Ok(EtcdUrl {
+            endpoints,
+            prefix,
+            credentials,
+            raw: raw.to_owned(),
+        })
+    }
+
+    /// The URL with its password replaced by `***`.
+    pub fn shown(&self) -> String {
+        redact_url(&self.raw)
+    }
+}
+
+/// `http://host:port` for one member of the URL (`host`, `host:port`, `[v6]`, `[v6]:port`).
+fn endpoint(member: &str, shown: &str) -> Result<String> {
+    let bad = |why: &str| Error::config(format!("{shown}: member {member:?} {why}"));
+    if member.is_empty() {
+        return Err(Error::config(format!("URL {shown} has no host")));
+    }
+    let (host, port) = if let Some(v6) = member.strip_prefix('[') {
+        let (host, after) = v6
+            .split_once(']')
+            .ok_or_else(|| bad("has an unclosed '['"))?;
+        (format!("[{host}]"), after.strip_prefix(':'))
+    } else {
+        match member.split_once(':') {
+            Some((host, port)) => (host.to_owned(), Some(port)),
+            None => (member.to_owned(), None),
+        }
+    };
+    if host.is_empty() || host.contains(|c: char| c.is_whitespace() || c == '@') {
+        return Err(bad("has no usable host"));
+    }
+    let port = match port {
+        None => DEFAULT_PORT,
+        Some(port) => port
+            .parse::<u16>()
+            .ok()
+            .filter(|p| *p != 0)
+            .ok_or_else(|| bad("has no valid port"))?,
+    };
+    Ok(format!("http://{host}:{port}"))
+}
