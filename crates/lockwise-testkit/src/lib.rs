@@ -12,7 +12,7 @@ pub mod harness;
 pub mod proxy;
 pub mod servers;
 
-pub use servers::{MariaDbServer, PgServer};
+pub use servers::{EtcdCluster, MariaDbServer, PgServer};
 
 use std::io::{BufRead, BufReader, Read, Write};
 use std::net::{TcpListener, TcpStream};

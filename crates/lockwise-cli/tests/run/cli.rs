@@ -164,6 +164,19 @@ pub(super) fn backend_failures_exit_69_within_5s_without_the_password() {
         format!("mysql://nobody:{secret}@127.0.0.1:3306/test"), // refused login
         format!("postgres://postgres:{secret}@127.0.0.1:5432/no_such_database"),
     ];
+    #[cfg(feature = "etcd")]
+    let urls = urls.into_iter().chain([
+        format!("etcd://root:{secret}@127.0.0.1:{}", closed_port()),
+        format!("etcd://root:{secret}@127.0.0.1:{}", not_redis.port()),
+        format!("etcd://root:{secret}@127.0.0.1:{}", silent.port()),
+        // The shared etcd has no users: credentials are refused.
+        format!("etcd://root:{secret}@127.0.0.1:2379"),
+        format!(
+            "etcd://127.0.0.1:{},127.0.0.1:{}",
+            closed_port(),
+            closed_port()
+        ),
+    ]);
     for url in urls {
         let (code, stderr, secs) = raw(args(&["run", "--url", &url, "--key", "k", "--", "true"]));
         assert_eq!(code, 69, "{url}: {stderr}");

@@ -1,4 +1,4 @@
-//! `lockwise run` across real processes, on the file backend and on Redis.
+//! `lockwise run` across real processes, on every backend.
 
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
@@ -24,6 +24,10 @@ enum Backend {
     Redis(RedisNamespace),
     Postgres(PgDatabase),
     Mysql(MysqlDatabase),
+    /// The shared etcd under a prefix of the test's own (every key has a lease: nothing
+    /// outlives the test by more than its TTL).
+    #[cfg_attr(not(feature = "etcd"), allow(dead_code))]
+    Etcd(String),
 }
 
 impl Backend {
@@ -43,12 +47,22 @@ impl Backend {
         Backend::Mysql(MysqlDatabase::mysql("cli"))
     }
 
+    #[cfg_attr(not(feature = "etcd"), allow(dead_code))]
+    fn etcd() -> Self {
+        Backend::Etcd(format!(
+            "{}/{}",
+            lockwise_testkit::etcd_url(),
+            unique("cli")
+        ))
+    }
+
     fn url(&self) -> String {
         match self {
             Backend::File(dir) => format!("file://{}", dir.path().display()),
             Backend::Redis(ns) => ns.url().to_owned(),
             Backend::Postgres(db) => db.url(),
             Backend::Mysql(db) => db.url(),
+            Backend::Etcd(url) => url.clone(),
         }
     }
 
@@ -59,7 +73,7 @@ impl Backend {
             // Advisory locks and GET_LOCK names are server-wide: make the key unique.
             Backend::Postgres(db) => format!("{}-job", db.name()),
             Backend::Mysql(db) => format!("{}-job", db.name()),
-            Backend::File(_) => "job".to_owned(),
+            Backend::File(_) | Backend::Etcd(_) => "job".to_owned(),
         }
     }
 
@@ -91,6 +105,22 @@ impl Backend {
                 let name = lockwise::backend::mysql::lock_name(key);
                 let holder = mariadb(&db.url(), &format!("SELECT IS_USED_LOCK('{name}')"));
                 mariadb(&db.url(), &format!("KILL {}", holder.trim()));
+            }
+            Backend::Etcd(url) => {
+                let url = lockwise::url::EtcdUrl::parse(url).expect("the test's own URL");
+                let endpoint = url.endpoints[0].trim_start_matches("http://");
+                let out = Command::new("etcdctl")
+                    .args([&format!("--endpoints={endpoint}"), "del"])
+                    .arg(format!("{}lock/{key}", url.prefix))
+                    .env("ETCDCTL_API", "3")
+                    .output()
+                    .expect("etcdctl");
+                assert_eq!(
+                    String::from_utf8_lossy(&out.stdout).trim(),
+                    "1",
+                    "the lock key existed: {}",
+                    String::from_utf8_lossy(&out.stderr)
+                );
             }
         }
     }
@@ -198,6 +228,8 @@ macro_rules! on_servers {
         mod server_redis { use super::*; $(#[test] fn $case() { super::$case(Backend::redis()) })* }
         mod server_postgres { use super::*; $(#[test] fn $case() { super::$case(Backend::postgres()) })* }
         mod server_mysql { use super::*; $(#[test] fn $case() { super::$case(Backend::mysql()) })* }
+        #[cfg(feature = "etcd")]
+        mod server_etcd { use super::*; $(#[test] fn $case() { super::$case(Backend::etcd()) })* }
     };
 }
 
@@ -209,6 +241,8 @@ macro_rules! on_backends {
         mod redis_backend { use super::*; $(#[test] fn $case() { super::$case(Backend::redis()) })* }
         mod postgres { use super::*; $(#[test] fn $case() { super::$case(Backend::postgres()) })* }
         mod mysql { use super::*; $(#[test] fn $case() { super::$case(Backend::mysql()) })* }
+        #[cfg(feature = "etcd")]
+        mod etcd { use super::*; $(#[test] fn $case() { super::$case(Backend::etcd()) })* }
     };
 }
 

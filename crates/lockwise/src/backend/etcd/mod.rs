@@ -19,7 +19,13 @@
 //! lease; a release deletes the key in a transaction that compares the owner, then revokes its
 //! lease. Waiters watch the key and wake on its deletion (a release, an expiry, an operator's
 //! delete).
+//!
+//! A call that fails because its member died, or while the cluster elects a leader, is sent
+//! again (to whichever member answers) until 3 s have passed. Every call is safe to send twice:
+//! an acquire whose answer was lost finds its own owner token in the key on the second try and
+//! takes the grant with the key's create revision as its token; the others compare the owner.
 
+use std::future::Future;
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -28,6 +34,7 @@ use etcd_client::{
     Client, Compare, CompareOp, ConnectOptions, EventType, PutOptions, Txn, TxnOp, TxnOpResponse,
 };
 use tokio::sync::watch;
+use tokio::time::Instant;
 
 use super::{Attempt, Backend, LOSS_CHECK_EVERY, ReleaseWatch};
 use crate::error::{Error, Result};
@@ -139,12 +146,54 @@ impl EtcdBackend {
         Error::backend("etcd", format!("etcd {}", self.inner.shown), e)
     }
 
+    /// Runs `call` on a clone of the client, again after a failure that another member or
+    /// the next leader may not have (see [`transient`]), until [`CALL_TIMEOUT`] has passed.
+    async fn call<T, F, Fut>(&self, mut call: F) -> Result<T>
+    where
+        F: FnMut(Client) -> Fut,
+        Fut: Future<Output = std::result::Result<T, etcd_client::Error>>,
+    {
+        let until = Instant::now() + CALL_TIMEOUT;
+        let mut pause = Duration::from_millis(20);
+        loop {
+            match call(self.client()).await {
+                Ok(answer) => return Ok(answer),
+                Err(e) if transient(&e) && Instant::now() + pause < until => {
+                    tracing::debug!(error = %e, "etcd: a call failed, sending it again");
+                    tokio::time::sleep(pause).await;
+                    pause = (pause * 2).min(Duration::from_millis(200));
+                }
+                Err(e) => return Err(self.error(e)),
+            }
+        }
+    }
+
+    async fn txn(&self, txn: Txn) -> Result<etcd_client::TxnResponse> {
+        self.call(|mut client| {
+            let txn = txn.clone();
+            async move { client.txn(txn).await }
+        })
+        .await
+    }
+
+    async fn grant(&self, ttl: Duration) -> Result<i64> {
+        let seconds = lease_seconds(ttl);
+        let answer = self
+            .call(|mut client| async move { client.lease_grant(seconds, None).await })
+            .await?;
+        Ok(answer.id())
+    }
+
     /// Revokes `lease`, whose key is gone or was never written: best effort, since the
     /// lease's own TTL ends it anyway.
     async fn revoke(&self, lease: i64) {
-        if lease != 0
-            && let Err(e) = self.client().lease_revoke(lease).await
-        {
+        if lease == 0 {
+            return;
+        }
+        let revoked = self
+            .call(|mut client| async move { client.lease_revoke(lease).await })
+            .await;
+        if let Err(e) = revoked {
             tracing::debug!(lease, error = %e, "etcd: revoking a lease failed; its TTL ends it");
         }
     }
@@ -158,11 +207,24 @@ impl EtcdBackend {
                 owner.to_hex(),
             )])
             .and_then([TxnOp::get(key.to_vec(), None)]);
-        let answer = self.client().txn(txn).await.map_err(|e| self.error(e))?;
+        let answer = self.txn(txn).await?;
         if !answer.succeeded() {
             return Ok(None);
         }
         Ok(first_kv(answer.op_responses()).map(|(_, lease, _)| lease))
+    }
+}
+
+/// Whether a failed call may succeed if sent again: its member is gone or unreachable
+/// (another one answers), or the cluster has no leader for the moment (an election).
+fn transient(e: &etcd_client::Error) -> bool {
+    match e {
+        etcd_client::Error::TransportError(_) | etcd_client::Error::IoError(_) => true,
+        etcd_client::Error::GRpcStatus(status) => matches!(
+            status.code(),
+            tonic::Code::Unavailable | tonic::Code::Unknown | tonic::Code::Aborted
+        ),
+        _ => false,
     }
 }
 
@@ -185,12 +247,7 @@ fn first_kv(responses: Vec<TxnOpResponse>) -> Option<(Vec<u8>, i64, i64)> {
 impl Backend for EtcdBackend {
     async fn try_acquire(&self, key: &str, owner: OwnerToken, ttl: Duration) -> Result<Attempt> {
         let name = self.name(key);
-        let lease = self
-            .client()
-            .lease_grant(lease_seconds(ttl), None)
-            .await
-            .map_err(|e| self.error(e))?
-            .id();
+        let lease = self.grant(ttl).await?;
         let txn = Txn::new()
             .when([Compare::create_revision(name.clone(), CompareOp::Equal, 0)])
             .and_then([TxnOp::put(
@@ -199,32 +256,47 @@ impl Backend for EtcdBackend {
                 Some(PutOptions::new().with_lease(lease)),
             )])
             .or_else([TxnOp::get(name, None)]);
-        let answer = match self.client().txn(txn).await {
+        let answer = match self.txn(txn).await {
             Ok(answer) => answer,
             Err(e) => {
                 self.revoke(lease).await;
-                return Err(self.error(e));
+                return Err(e);
             }
         };
-        if answer.succeeded() {
-            let revision = answer.header().map_or(0, |h| h.revision());
-            let token = u64::try_from(revision).map_err(|_| {
-                Error::backend_msg("etcd", format!("a negative revision {revision}"))
-            })?;
-            return Ok(Attempt::Granted(FencingToken::new(token)));
-        }
-        self.revoke(lease).await;
-        let expires_in = match first_kv(answer.op_responses()) {
-            Some((_, holder_lease, _)) if holder_lease != 0 => self
-                .client()
-                .lease_time_to_live(holder_lease, None)
-                .await
-                .ok()
-                .and_then(|live| u64::try_from(live.ttl()).ok())
-                .map(Duration::from_secs),
-            _ => None,
+        let granted = if answer.succeeded() {
+            Some(answer.header().map_or(0, |h| h.revision()))
+        } else {
+            None
         };
-        Ok(Attempt::Held { expires_in })
+        let holder = first_kv(answer.op_responses());
+        let revision = match (granted, &holder) {
+            (Some(revision), _) => revision,
+            // Our own put, whose answer was lost before a call sent again: ours, with the
+            // lease that put gave it.
+            (None, Some((value, _, created))) if value == owner.to_hex().as_bytes() => {
+                self.revoke(lease).await;
+                *created
+            }
+            (None, holder) => {
+                self.revoke(lease).await;
+                let holder_lease = holder.as_ref().map_or(0, |(_, lease, _)| *lease);
+                let expires_in = if holder_lease == 0 {
+                    None
+                } else {
+                    self.call(|mut client| async move {
+                        client.lease_time_to_live(holder_lease, None).await
+                    })
+                    .await
+                    .ok()
+                    .and_then(|live| u64::try_from(live.ttl()).ok())
+                    .map(Duration::from_secs)
+                };
+                return Ok(Attempt::Held { expires_in });
+            }
+        };
+        let token = u64::try_from(revision)
+            .map_err(|_| Error::backend_msg("etcd", format!("a negative revision {revision}")))?;
+        Ok(Attempt::Granted(FencingToken::new(token)))
     }
 
     async fn extend(&self, key: &str, owner: OwnerToken, ttl: Duration) -> Result<bool> {
@@ -232,12 +304,7 @@ impl Backend for EtcdBackend {
         let Some(old) = self.lease_of(&name, owner).await? else {
             return Ok(false);
         };
-        let lease = self
-            .client()
-            .lease_grant(lease_seconds(ttl), None)
-            .await
-            .map_err(|e| self.error(e))?
-            .id();
+        let lease = self.grant(ttl).await?;
         // The same key, value and create revision, on the new lease: only if the owner and
         // its lease are still those just read.
         let txn = Txn::new()
@@ -250,11 +317,11 @@ impl Backend for EtcdBackend {
                 owner.to_hex(),
                 Some(PutOptions::new().with_lease(lease)),
             )]);
-        let moved = match self.client().txn(txn).await {
+        let moved = match self.txn(txn).await {
             Ok(answer) => answer.succeeded(),
             Err(e) => {
                 self.revoke(lease).await;
-                return Err(self.error(e));
+                return Err(e);
             }
         };
         self.revoke(if moved { old } else { lease }).await;
@@ -270,7 +337,7 @@ impl Backend for EtcdBackend {
                 owner.to_hex(),
             )])
             .and_then([TxnOp::get(name.clone(), None), TxnOp::delete(name, None)]);
-        let answer = self.client().txn(txn).await.map_err(|e| self.error(e))?;
+        let answer = self.txn(txn).await?;
         if !answer.succeeded() {
             return Ok(false);
         }
@@ -291,11 +358,7 @@ impl Backend for EtcdBackend {
                 .iter()
                 .map(|(key, _)| TxnOp::get(self.name(key), None))
                 .collect();
-            let answer = self
-                .client()
-                .txn(Txn::new().and_then(gets))
-                .await
-                .map_err(|e| self.error(e))?;
+            let answer = self.txn(Txn::new().and_then(gets)).await?;
             let responses = answer.op_responses();
             for ((_, owner), response) in chunk.iter().zip(responses) {
                 let value = match response {
@@ -324,11 +387,13 @@ impl Backend for EtcdBackend {
     }
 
     async fn watch(&self, key: &str) -> Result<ReleaseWatch> {
+        let name = self.name(key);
         let mut stream = self
-            .client()
-            .watch(self.name(key), None)
-            .await
-            .map_err(|e| self.error(e))?;
+            .call(|mut client| {
+                let name = name.clone();
+                async move { client.watch(name, None).await }
+            })
+            .await?;
         let (tx, rx) = watch::channel(0u64);
         let task = tokio::spawn(async move {
             loop {
