@@ -278,7 +278,7 @@ impl Harness for EtcdHarness {
         let mut client = etcd_client::Client::connect(url.endpoints.clone(), None)
             .await
             .unwrap_or_else(|e| panic!("connect to etcd: {e}"));
-        let name = format!("{}lock/{key}", url.prefix);
+        let name = lockwise::backend::etcd::lock_name(&url.prefix, key);
         let deleted = client
             .delete(name.as_bytes(), None)
             .await

@@ -295,7 +295,7 @@ fn wait_ready(what: &str, port: u16, ready: impl Fn() -> bool) {
 }
 
 /// A private etcd cluster of `n` members on spare loopback ports, each with its own data
-/// directory, for the fault tests: kill, freeze and restart a member, find the leader. A 50 ms
+/// directory, for the fault tests: kill and restart a member or all, find the leader. A 50 ms
 /// heartbeat and a 500 ms election timeout (a new leader within about a second; the shortest
 /// lease 1 s). Killed on drop.
 #[derive(Debug)]
@@ -462,21 +462,6 @@ impl EtcdCluster {
         }
         for i in 0..self.members.len() {
             self.wait_healthy(i);
-        }
-    }
-
-    /// Freezes (`true`, SIGSTOP) or thaws (`false`, SIGCONT) member `i`.
-    pub fn freeze(&self, i: usize, frozen: bool) {
-        if let Some(child) = &self.members[i].process.child {
-            let pid = Pid::from_raw(i32::try_from(child.id()).unwrap_or(0));
-            let _ = kill(
-                pid,
-                if frozen {
-                    Signal::SIGSTOP
-                } else {
-                    Signal::SIGCONT
-                },
-            );
         }
     }
 }

@@ -111,7 +111,7 @@ impl Backend {
                 let endpoint = url.endpoints[0].trim_start_matches("http://");
                 let out = Command::new("etcdctl")
                     .args([&format!("--endpoints={endpoint}"), "del"])
-                    .arg(format!("{}lock/{key}", url.prefix))
+                    .arg(lockwise::backend::etcd::lock_name(&url.prefix, key))
                     .env("ETCDCTL_API", "3")
                     .output()
                     .expect("etcdctl");

@@ -15,9 +15,9 @@
 //! cluster, is kept by the Raft log through leader changes and restarts, and never goes back,
 //! so a token is never issued twice, where Redis and MariaDB keep theirs above a clock. An
 //! extension grants a new lease of the new TTL, moves the key onto it in a transaction that
-//! compares the owner (the create revision, and so the token, stays), and revokes the old
-//! lease; a release deletes the key in a transaction that compares the owner, then revokes its
-//! lease. Waiters watch the key and wake on its deletion (a release, an expiry, an operator's
+//! compares the owner (the create revision, and so the token, stays), and revokes the lease the
+//! put replaced; a release deletes the key in a transaction that compares the owner, then
+//! revokes the deleted version's lease. Waiters watch the key and wake on its deletion (a release, an expiry, an operator's
 //! delete).
 //!
 //! A call that fails because its member died, or while the cluster elects a leader, is sent
@@ -31,7 +31,8 @@ use std::time::Duration;
 
 use async_trait::async_trait;
 use etcd_client::{
-    Client, Compare, CompareOp, ConnectOptions, EventType, PutOptions, Txn, TxnOp, TxnOpResponse,
+    Client, Compare, CompareOp, ConnectOptions, DeleteOptions, EventType, PutOptions, Txn, TxnOp,
+    TxnOpResponse,
 };
 use tokio::sync::watch;
 use tokio::time::Instant;
@@ -70,6 +71,16 @@ impl std::fmt::Debug for EtcdBackend {
             .field("prefix", &self.inner.prefix)
             .finish_non_exhaustive()
     }
+}
+
+/// The etcd key of lock `key` under `prefix` (see the module's table): for tools and tests
+/// that reach the key directly.
+///
+/// ```
+/// assert_eq!(lockwise::backend::etcd::lock_name("lockwise/", "job"), "lockwise/lock/job");
+/// ```
+pub fn lock_name(prefix: &str, key: &str) -> String {
+    format!("{prefix}lock/{key}")
 }
 
 /// etcd's lease TTL for a lock of `ttl`: whole seconds, rounded up (the server may still raise
@@ -135,7 +146,7 @@ impl EtcdBackend {
 
     /// The etcd key of lock `key`.
     fn name(&self, key: &str) -> Vec<u8> {
-        format!("{}lock/{key}", self.inner.prefix).into_bytes()
+        lock_name(&self.inner.prefix, key).into_bytes()
     }
 
     fn client(&self) -> Client {
@@ -196,22 +207,6 @@ impl EtcdBackend {
         if let Err(e) = revoked {
             tracing::debug!(lease, error = %e, "etcd: revoking a lease failed; its TTL ends it");
         }
-    }
-
-    /// The lease of `key` if `owner` holds it.
-    async fn lease_of(&self, key: &[u8], owner: OwnerToken) -> Result<Option<i64>> {
-        let txn = Txn::new()
-            .when([Compare::value(
-                key.to_vec(),
-                CompareOp::Equal,
-                owner.to_hex(),
-            )])
-            .and_then([TxnOp::get(key.to_vec(), None)]);
-        let answer = self.txn(txn).await?;
-        if !answer.succeeded() {
-            return Ok(None);
-        }
-        Ok(first_kv(answer.op_responses()).map(|(_, lease, _)| lease))
     }
 }
 
@@ -301,31 +296,43 @@ impl Backend for EtcdBackend {
 
     async fn extend(&self, key: &str, owner: OwnerToken, ttl: Duration) -> Result<bool> {
         let name = self.name(key);
-        let Some(old) = self.lease_of(&name, owner).await? else {
-            return Ok(false);
-        };
         let lease = self.grant(ttl).await?;
-        // The same key, value and create revision, on the new lease: only if the owner and
-        // its lease are still those just read.
+        // The same key, value and create revision, on the new lease, if the owner still holds
+        // it; the put's previous version names the lease to revoke.
         let txn = Txn::new()
-            .when([
-                Compare::value(name.clone(), CompareOp::Equal, owner.to_hex()),
-                Compare::lease(name.clone(), CompareOp::Equal, old),
-            ])
+            .when([Compare::value(
+                name.clone(),
+                CompareOp::Equal,
+                owner.to_hex(),
+            )])
             .and_then([TxnOp::put(
                 name,
                 owner.to_hex(),
-                Some(PutOptions::new().with_lease(lease)),
+                Some(PutOptions::new().with_lease(lease).with_prev_key()),
             )]);
-        let moved = match self.txn(txn).await {
-            Ok(answer) => answer.succeeded(),
+        let answer = match self.txn(txn).await {
+            Ok(answer) => answer,
             Err(e) => {
                 self.revoke(lease).await;
                 return Err(e);
             }
         };
-        self.revoke(if moved { old } else { lease }).await;
-        Ok(moved)
+        if !answer.succeeded() {
+            self.revoke(lease).await;
+            return Ok(false);
+        }
+        let old = answer
+            .op_responses()
+            .into_iter()
+            .find_map(|response| match response {
+                TxnOpResponse::Put(put) => put.prev_key().map(|kv| kv.lease()),
+                _ => None,
+            });
+        // A call sent again after a lost answer finds the key on the new lease already.
+        if let Some(old) = old.filter(|old| *old != lease) {
+            self.revoke(old).await;
+        }
+        Ok(true)
     }
 
     async fn release(&self, key: &str, owner: OwnerToken) -> Result<bool> {
@@ -336,13 +343,20 @@ impl Backend for EtcdBackend {
                 CompareOp::Equal,
                 owner.to_hex(),
             )])
-            .and_then([TxnOp::get(name.clone(), None), TxnOp::delete(name, None)]);
+            .and_then([TxnOp::delete(
+                name,
+                Some(DeleteOptions::new().with_prev_key()),
+            )]);
         let answer = self.txn(txn).await?;
         if !answer.succeeded() {
             return Ok(false);
         }
-        if let Some((_, lease, _)) = first_kv(answer.op_responses()) {
-            self.revoke(lease).await;
+        for response in answer.op_responses() {
+            if let TxnOpResponse::Delete(deleted) = response {
+                for kv in deleted.prev_kvs() {
+                    self.revoke(kv.lease()).await;
+                }
+            }
         }
         Ok(true)
     }
