@@ -24,6 +24,16 @@ pub enum Error {
         #[source]
         source: redis::RedisError,
     },
+    /// A raw etcd call of the tooling's own failed.
+    #[cfg(feature = "etcd")]
+    #[error("backend failure (etcd): {context}")]
+    Etcd {
+        /// What failed (`cannot connect to etcd://…`, `lease grant failed`).
+        context: String,
+        /// The client's error.
+        #[source]
+        source: etcd_client::Error,
+    },
     /// A server could not be reached or did not answer in time.
     #[error("backend failure ({backend}): {message}")]
     Backend {
@@ -65,6 +75,14 @@ impl Error {
 
     pub(crate) fn redis(context: impl Into<String>, source: redis::RedisError) -> Self {
         Error::Redis {
+            context: context.into(),
+            source,
+        }
+    }
+
+    #[cfg(feature = "etcd")]
+    pub(crate) fn etcd(context: impl Into<String>, source: etcd_client::Error) -> Self {
+        Error::Etcd {
             context: context.into(),
             source,
         }

@@ -20,6 +20,8 @@ fn backend_name(url: &str) -> Result<&'static str> {
         BackendUrl::Redis(_) => "redis",
         BackendUrl::Postgres(_) => "postgres",
         BackendUrl::Mysql(_) => "mysql",
+        #[cfg(feature = "etcd")]
+        BackendUrl::Etcd(_) => "etcd",
         // A backend of a newer lockwise, which this bench does not know yet.
         other => {
             return Err(Error::config(format!(

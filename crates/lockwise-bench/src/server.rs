@@ -89,10 +89,41 @@ pub async fn describe(url: &str) -> Result<ServerInfo> {
             let _ = conn.close().await;
             info
         }
+        #[cfg(feature = "etcd")]
+        BackendUrl::Etcd(url) => describe_etcd(&url, &shown).await,
         _ => Err(Error::config(format!(
             "{shown} names no server to describe"
         ))),
     }
+}
+
+/// etcd's version (the member that answered) and the cluster's size; etcd syncs its log on
+/// every commit unless started with `--unsafe-no-fsync`, which it does not report.
+#[cfg(feature = "etcd")]
+async fn describe_etcd(url: &str, shown: &str) -> Result<ServerInfo> {
+    let url = lockwise::url::EtcdUrl::parse(url)?;
+    let mut options = etcd_client::ConnectOptions::new()
+        .with_connect_timeout(std::time::Duration::from_secs(3))
+        .with_timeout(std::time::Duration::from_secs(3));
+    if let Some((user, password)) = &url.credentials {
+        options = options.with_user(user.clone(), password.clone());
+    }
+    let mut client = etcd_client::Client::connect(url.endpoints.clone(), Some(options))
+        .await
+        .map_err(|e| Error::etcd(format!("cannot connect to {shown}"), e))?;
+    let status = client
+        .status()
+        .await
+        .map_err(|e| Error::etcd("status failed", e))?;
+    let members = client
+        .member_list()
+        .await
+        .map_err(|e| Error::etcd("member list failed", e))?;
+    Ok(ServerInfo {
+        backend: "etcd".to_owned(),
+        version: status.version().to_owned(),
+        settings: vec![("members".to_owned(), members.members().len().to_string())],
+    })
 }
 
 /// A database's answer to its `server.sql`: the `version` column and the named settings.

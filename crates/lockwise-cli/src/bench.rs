@@ -141,9 +141,10 @@ struct QueueArgs {
 
 #[derive(Debug, clap::Args)]
 struct LockArgs {
-    /// A server to measure (repeatable): redis://…, postgres://… or mysql://…. Default: the
-    /// local Redis, PostgreSQL and MariaDB ($LOCKWISE_REDIS_URL, $LOCKWISE_POSTGRES_URL,
-    /// $LOCKWISE_MYSQL_URL), each measured if it answers
+    /// A server to measure (repeatable): redis://…, postgres://…, mysql://… or (built with the
+    /// feature etcd) etcd://…. Default: the local Redis, PostgreSQL and MariaDB
+    /// ($LOCKWISE_REDIS_URL, $LOCKWISE_POSTGRES_URL, $LOCKWISE_MYSQL_URL) and etcd
+    /// ($LOCKWISE_ETCD_URL, with the feature), each measured if it answers
     #[arg(long = "url", value_name = "URL")]
     urls: Vec<String>,
     /// Rounds per side, alternating lockwise and floor (at least 1; figures want 5 or more)
@@ -193,13 +194,19 @@ fn targets(urls: &[String]) -> Vec<(String, bool)> {
             env("LOCKWISE_MYSQL_URL", "mysql://root@127.0.0.1:3306/mysql"),
             false,
         ),
+        #[cfg(feature = "etcd")]
+        (env("LOCKWISE_ETCD_URL", "etcd://127.0.0.1:2379"), false),
     ]
 }
 
-/// The concurrency of the concurrent bench: 64 tasks on Redis (one multiplexed
+/// The concurrency of the concurrent bench: 64 tasks on Redis and etcd (one multiplexed
 /// connection), 8 on the databases (a connection each).
 fn tasks_for(backend: &str) -> usize {
-    if backend == "redis" { 64 } else { 8 }
+    if matches!(backend, "redis" | "etcd") {
+        64
+    } else {
+        8
+    }
 }
 
 async fn bench_lock(a: LockArgs) -> Result<u8, Failure> {

@@ -68,6 +68,37 @@ fn bench_lock_smoke_measures_every_server_beside_its_floor() {
     }
 }
 
+/// On etcd: the put-if-absent transaction and the compare-and-delete as the floor, and every
+/// bench beside it.
+#[cfg(feature = "etcd")]
+#[test]
+fn bench_lock_smoke_on_etcd() {
+    let out = Command::new(BIN)
+        .args(["bench", "lock", "--smoke", "--json"])
+        .args(["--url", "etcd://127.0.0.1:2379"])
+        .output()
+        .unwrap();
+    assert!(out.status.success(), "{out:?}");
+    let report: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+    let server = &report["servers"][0];
+    assert_eq!(server["backend"], "etcd", "{report}");
+    assert!(
+        server["version"].as_str().unwrap().starts_with('3'),
+        "{server}"
+    );
+    let results = report["results"].as_array().unwrap();
+    for bench in ["sequential", "concurrent", "handoff", "run"] {
+        let r = results
+            .iter()
+            .find(|r| r["bench"] == bench && r["backend"] == "etcd")
+            .unwrap_or_else(|| panic!("no {bench} on etcd: {report}"));
+        assert!(r["lockwise"]["median"].as_f64().unwrap() > 0.0, "{r}");
+        if bench != "handoff" {
+            assert!(r["floor"]["median"].as_f64().unwrap() > 0.0, "{r}");
+        }
+    }
+}
+
 /// `lockwise bench lock | head -1`: the report is lost, not a panic (exit 74).
 #[test]
 fn a_closed_stdout_is_exit_74_not_a_panic() {

@@ -22,7 +22,7 @@ pub enum BackendUrl {
     Postgres(String),
     /// `mysql://…` or `mariadb://…`: `GET_LOCK`.
     Mysql(String),
-    /// `etcd://host:2379[,host2:2379…][/prefix]`: a lease per lock on a consensus store.
+    /// `etcd://host:2379[,host2:2379…][/prefix]`: keys on session leases in a consensus store.
     Etcd(String),
 }
 

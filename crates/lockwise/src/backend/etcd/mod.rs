@@ -1,5 +1,5 @@
-//! etcd: a lease per lock, a put-if-absent transaction, and the key's create revision as the
-//! fencing token.
+//! etcd: a put-if-absent transaction on a shared session lease, and the key's create revision
+//! as the fencing token.
 //!
 //! # Stored names (fixed: two versions of lockwise must exclude each other)
 //!
@@ -7,18 +7,21 @@
 //!
 //! | name | content | lease |
 //! |---|---|---|
-//! | `P` `lock/` `K` | the owner token, 32 lowercase hex characters | one etcd lease of the lock's TTL, granted for this grant |
+//! | `P` `lock/` `K` | the owner token, 32 lowercase hex characters | the holder's session lease for the lock's TTL ([`lease_seconds`]) |
 //!
-//! An acquire grants a lease of the TTL (whole seconds, rounded up: etcd's unit), then puts the
-//! key in one transaction if its `create_revision` is 0 (no such key). The put's revision, the
-//! key's create revision, is the fencing token: etcd's revision counts every write of the
-//! cluster, is kept by the Raft log through leader changes and restarts, and never goes back,
-//! so a token is never issued twice, where Redis and MariaDB keep theirs above a clock. An
-//! extension grants a new lease of the new TTL, moves the key onto it in a transaction that
-//! compares the owner (the create revision, and so the token, stays), and revokes the lease the
-//! put replaced; a release deletes the key in a transaction that compares the owner, then
-//! revokes the deleted version's lease. Waiters watch the key and wake on its deletion (a release, an expiry, an operator's
-//! delete).
+//! Each backend keeps one etcd lease per TTL class, its *session* (see `session.rs` for why a
+//! shared lease is safe), kept alive by its locks' acquires and renewals. An acquire puts the
+//! key on it in one transaction if the key's `create_revision` is 0 (no such key). The put's
+//! revision, the key's create revision, is the fencing token: etcd's revision counts every
+//! write of the cluster, is kept by the Raft log through leader changes and restarts, and never
+//! goes back, so a token is never issued twice, where Redis and MariaDB keep theirs above a
+//! clock. A renewal keeps the session alive and reads the key back (and moves the key to the
+//! session of a new TTL, in a transaction that compares the owner, when the TTL changed); a
+//! release deletes the key in a transaction that compares the owner. Waiters watch the key
+//! and wake on its deletion (a release, an expiry, an operator's delete).
+//!
+//! A lock whose guard does not renew lives until its session lease runs out: while other
+//! locks of its TTL class in the same backend keep that lease alive, that is later than its TTL.
 //!
 //! A call that fails because its member died, or while the cluster elects a leader, is sent
 //! again (to whichever member answers) until 3 s have passed. Every call is safe to send twice:
@@ -31,8 +34,7 @@ use std::time::Duration;
 
 use async_trait::async_trait;
 use etcd_client::{
-    Client, Compare, CompareOp, ConnectOptions, DeleteOptions, EventType, PutOptions, Txn, TxnOp,
-    TxnOpResponse,
+    Client, Compare, CompareOp, ConnectOptions, EventType, PutOptions, Txn, TxnOp, TxnOpResponse,
 };
 use tokio::sync::watch;
 use tokio::time::Instant;
@@ -40,8 +42,12 @@ use tokio::time::Instant;
 use super::{Attempt, Backend, LOSS_CHECK_EVERY, ReleaseWatch};
 use crate::error::{Error, Result};
 use crate::lease::{FencingToken, OwnerToken};
+use session::{Gone, Session, Sessions, lease_not_found};
 
 pub use crate::url::EtcdUrl;
+pub use session::lease_seconds;
+
+mod session;
 
 /// The prefix of every key unless the URL's path says otherwise.
 pub const DEFAULT_PREFIX: &str = crate::url::etcd::DEFAULT_PREFIX;
@@ -62,6 +68,7 @@ struct Inner {
     client: Client,
     prefix: String,
     shown: String,
+    sessions: Sessions,
 }
 
 impl std::fmt::Debug for EtcdBackend {
@@ -81,13 +88,6 @@ impl std::fmt::Debug for EtcdBackend {
 /// ```
 pub fn lock_name(prefix: &str, key: &str) -> String {
     format!("{prefix}lock/{key}")
-}
-
-/// etcd's lease TTL for a lock of `ttl`: whole seconds, rounded up (the server may still raise
-/// it to its own minimum, 1.5 election timeouts).
-pub fn lease_seconds(ttl: Duration) -> i64 {
-    let whole = ttl.as_secs() + u64::from(ttl.subsec_nanos() > 0);
-    i64::try_from(whole.max(1)).unwrap_or(i64::MAX)
 }
 
 impl EtcdBackend {
@@ -133,6 +133,7 @@ impl EtcdBackend {
                 client,
                 prefix: url.prefix,
                 shown,
+                sessions: Sessions::default(),
             }),
         };
         let mut client = backend.client();
@@ -159,7 +160,16 @@ impl EtcdBackend {
 
     /// Runs `call` on a clone of the client, again after a failure that another member or
     /// the next leader may not have (see [`transient`]), until [`CALL_TIMEOUT`] has passed.
-    async fn call<T, F, Fut>(&self, mut call: F) -> Result<T>
+    async fn call<T, F, Fut>(&self, call: F) -> Result<T>
+    where
+        F: FnMut(Client) -> Fut,
+        Fut: Future<Output = std::result::Result<T, etcd_client::Error>>,
+    {
+        self.call_raw(call).await.map_err(|e| self.error(e))
+    }
+
+    /// [`call`](Self::call), with etcd's own error.
+    async fn call_raw<T, F, Fut>(&self, mut call: F) -> std::result::Result<T, etcd_client::Error>
     where
         F: FnMut(Client) -> Fut,
         Fut: Future<Output = std::result::Result<T, etcd_client::Error>>,
@@ -174,7 +184,7 @@ impl EtcdBackend {
                     tokio::time::sleep(pause).await;
                     pause = (pause * 2).min(Duration::from_millis(200));
                 }
-                Err(e) => return Err(self.error(e)),
+                Err(e) => return Err(e),
             }
         }
     }
@@ -187,25 +197,46 @@ impl EtcdBackend {
         .await
     }
 
-    async fn grant(&self, ttl: Duration) -> Result<i64> {
-        let seconds = lease_seconds(ttl);
-        let answer = self
-            .call(|mut client| async move { client.lease_grant(seconds, None).await })
-            .await?;
-        Ok(answer.id())
+    /// The live session for locks of `ttl`, kept alive at least `ttl` past `start`.
+    async fn session(&self, ttl: Duration, start: Instant) -> Result<Arc<Session>> {
+        loop {
+            let session = self.inner.sessions.get(self, ttl).await?;
+            if session.cover(self, ttl, start).await?.is_ok() {
+                return Ok(session);
+            }
+            // Gone: the next `get` grants a new one.
+        }
     }
 
-    /// Revokes `lease`, whose key is gone or was never written: best effort, since the
-    /// lease's own TTL ends it anyway.
-    async fn revoke(&self, lease: i64) {
-        if lease == 0 {
-            return;
-        }
-        let revoked = self
-            .call(|mut client| async move { client.lease_revoke(lease).await })
+    /// Puts `key` for `owner` on `session` if the key is free: the transaction's answer, or
+    /// `Err(Gone)` when the session's lease turned out to be gone.
+    async fn put_if_absent(
+        &self,
+        name: &[u8],
+        owner: OwnerToken,
+        session: &Session,
+    ) -> Result<std::result::Result<etcd_client::TxnResponse, Gone>> {
+        let txn = Txn::new()
+            .when([Compare::create_revision(name.to_vec(), CompareOp::Equal, 0)])
+            .and_then([TxnOp::put(
+                name.to_vec(),
+                owner.to_hex(),
+                Some(PutOptions::new().with_lease(session.id)),
+            )])
+            .or_else([TxnOp::get(name.to_vec(), None)]);
+        let answer = self
+            .call_raw(|mut client| {
+                let txn = txn.clone();
+                async move { client.txn(txn).await }
+            })
             .await;
-        if let Err(e) = revoked {
-            tracing::debug!(lease, error = %e, "etcd: revoking a lease failed; its TTL ends it");
+        match answer {
+            Ok(answer) => Ok(Ok(answer)),
+            Err(e) if lease_not_found(&e) => {
+                session.mark_gone();
+                Ok(Err(Gone))
+            }
+            Err(e) => Err(self.error(e)),
         }
     }
 }
@@ -241,21 +272,12 @@ fn first_kv(responses: Vec<TxnOpResponse>) -> Option<(Vec<u8>, i64, i64)> {
 #[async_trait]
 impl Backend for EtcdBackend {
     async fn try_acquire(&self, key: &str, owner: OwnerToken, ttl: Duration) -> Result<Attempt> {
+        let start = Instant::now();
         let name = self.name(key);
-        let lease = self.grant(ttl).await?;
-        let txn = Txn::new()
-            .when([Compare::create_revision(name.clone(), CompareOp::Equal, 0)])
-            .and_then([TxnOp::put(
-                name.clone(),
-                owner.to_hex(),
-                Some(PutOptions::new().with_lease(lease)),
-            )])
-            .or_else([TxnOp::get(name, None)]);
-        let answer = match self.txn(txn).await {
-            Ok(answer) => answer,
-            Err(e) => {
-                self.revoke(lease).await;
-                return Err(e);
+        let answer = loop {
+            let session = self.session(ttl, start).await?;
+            if let Ok(answer) = self.put_if_absent(&name, owner, &session).await? {
+                break answer;
             }
         };
         let granted = if answer.succeeded() {
@@ -266,14 +288,9 @@ impl Backend for EtcdBackend {
         let holder = first_kv(answer.op_responses());
         let revision = match (granted, &holder) {
             (Some(revision), _) => revision,
-            // Our own put, whose answer was lost before a call sent again: ours, with the
-            // lease that put gave it.
-            (None, Some((value, _, created))) if value == owner.to_hex().as_bytes() => {
-                self.revoke(lease).await;
-                *created
-            }
+            // Our own put, whose answer was lost before a call sent again: ours.
+            (None, Some((value, _, created))) if value == owner.to_hex().as_bytes() => *created,
             (None, holder) => {
-                self.revoke(lease).await;
                 let holder_lease = holder.as_ref().map_or(0, |(_, lease, _)| *lease);
                 let expires_in = if holder_lease == 0 {
                     None
@@ -295,44 +312,53 @@ impl Backend for EtcdBackend {
     }
 
     async fn extend(&self, key: &str, owner: OwnerToken, ttl: Duration) -> Result<bool> {
+        let start = Instant::now();
         let name = self.name(key);
-        let lease = self.grant(ttl).await?;
-        // The same key, value and create revision, on the new lease, if the owner still holds
-        // it; the put's previous version names the lease to revoke.
-        let txn = Txn::new()
-            .when([Compare::value(
-                name.clone(),
-                CompareOp::Equal,
-                owner.to_hex(),
-            )])
-            .and_then([TxnOp::put(
-                name,
-                owner.to_hex(),
-                Some(PutOptions::new().with_lease(lease).with_prev_key()),
-            )]);
-        let answer = match self.txn(txn).await {
-            Ok(answer) => answer,
-            Err(e) => {
-                self.revoke(lease).await;
-                return Err(e);
-            }
+        // The session is kept alive while the key is read back: the key was there on a live
+        // lease, and a key leaves a live lease only by a delete.
+        let read = self.call(|mut client| {
+            let name = name.clone();
+            async move { client.get(name, None).await }
+        });
+        let (session, read) = tokio::join!(self.session(ttl, start), read);
+        let (session, read) = (session?, read?);
+        let Some(kv) = read.kvs().first() else {
+            return Ok(false);
         };
-        if !answer.succeeded() {
-            self.revoke(lease).await;
+        if kv.value() != owner.to_hex().as_bytes() {
             return Ok(false);
         }
-        let old = answer
-            .op_responses()
-            .into_iter()
-            .find_map(|response| match response {
-                TxnOpResponse::Put(put) => put.prev_key().map(|kv| kv.lease()),
-                _ => None,
-            });
-        // A call sent again after a lost answer finds the key on the new lease already.
-        if let Some(old) = old.filter(|old| *old != lease) {
-            self.revoke(old).await;
+        if kv.lease() == session.id {
+            return Ok(true);
         }
-        Ok(true)
+        // On another lease (a TTL of another class, or a session this backend no longer
+        // keeps): moved onto the kept one, if the owner still holds it. The create revision,
+        // and so the token, stays.
+        loop {
+            let session = self.session(ttl, start).await?;
+            let txn = Txn::new()
+                .when([Compare::value(
+                    name.clone(),
+                    CompareOp::Equal,
+                    owner.to_hex(),
+                )])
+                .and_then([TxnOp::put(
+                    name.clone(),
+                    owner.to_hex(),
+                    Some(PutOptions::new().with_lease(session.id)),
+                )]);
+            let answer = self
+                .call_raw(|mut client| {
+                    let txn = txn.clone();
+                    async move { client.txn(txn).await }
+                })
+                .await;
+            match answer {
+                Ok(answer) => return Ok(answer.succeeded()),
+                Err(e) if lease_not_found(&e) => session.mark_gone(),
+                Err(e) => return Err(self.error(e)),
+            }
+        }
     }
 
     async fn release(&self, key: &str, owner: OwnerToken) -> Result<bool> {
@@ -343,22 +369,8 @@ impl Backend for EtcdBackend {
                 CompareOp::Equal,
                 owner.to_hex(),
             )])
-            .and_then([TxnOp::delete(
-                name,
-                Some(DeleteOptions::new().with_prev_key()),
-            )]);
-        let answer = self.txn(txn).await?;
-        if !answer.succeeded() {
-            return Ok(false);
-        }
-        for response in answer.op_responses() {
-            if let TxnOpResponse::Delete(deleted) = response {
-                for kv in deleted.prev_kvs() {
-                    self.revoke(kv.lease()).await;
-                }
-            }
-        }
-        Ok(true)
+            .and_then([TxnOp::delete(name, None)]);
+        Ok(self.txn(txn).await?.succeeded())
     }
 
     async fn holds(&self, key: &str, owner: OwnerToken) -> Result<bool> {
@@ -442,19 +454,5 @@ struct AbortOnDrop(tokio::task::JoinHandle<()>);
 impl Drop for AbortOnDrop {
     fn drop(&mut self) {
         self.0.abort();
-    }
-}
-
-#[cfg(test)]
-mod tests {
-    use super::lease_seconds;
-    use std::time::Duration;
-
-    #[test]
-    fn leases_are_whole_seconds_rounded_up() {
-        assert_eq!(lease_seconds(Duration::from_millis(100)), 1);
-        assert_eq!(lease_seconds(Duration::from_secs(1)), 1);
-        assert_eq!(lease_seconds(Duration::from_millis(1_001)), 2);
-        assert_eq!(lease_seconds(Duration::from_secs(30)), 30);
     }
 }

@@ -1,14 +1,18 @@
 //! The floor of a lock bench: the fewest round trips a safe lock cycle can take on each
 //! server, issued raw on one connection, with no fencing token, renewal or loss check —
 //! `SET k v NX PX` and a compare-and-delete script on Redis, `pg_try_advisory_lock` and
-//! `pg_advisory_unlock` on PostgreSQL, `GET_LOCK` and `RELEASE_LOCK` on MariaDB/MySQL. The
-//! SQL and Lua are in this crate's `sql/` and `lua/`.
+//! `pg_advisory_unlock` on PostgreSQL, `GET_LOCK` and `RELEASE_LOCK` on MariaDB/MySQL, a
+//! put-if-absent transaction and a compare-and-delete on etcd (feature `etcd`). The SQL and Lua
+//! are in this crate's `sql/` and `lua/`.
 
 use crate::error::{Error, Result};
 use lockwise::url::{BackendUrl, redact_url};
 
+#[cfg(feature = "etcd")]
+mod etcd;
+
 static FLOOR_RELEASE: std::sync::LazyLock<redis::Script> =
-    std::sync::LazyLock::new(|| redis::Script::new(include_str!("../lua/floor_release.lua")));
+    std::sync::LazyLock::new(|| redis::Script::new(include_str!("../../lua/floor_release.lua")));
 
 /// One raw connection that takes and releases locks the floor's way.
 pub struct Floor {
@@ -27,6 +31,8 @@ enum Conn {
     Redis(redis::aio::MultiplexedConnection),
     Postgres(sqlx::PgConnection),
     Mysql(sqlx::MySqlConnection),
+    #[cfg(feature = "etcd")]
+    Etcd(Box<etcd::EtcdFloor>),
 }
 
 impl Floor {
@@ -60,22 +66,31 @@ impl Floor {
                     })?;
                 Conn::Mysql(conn)
             }
+            #[cfg(feature = "etcd")]
+            BackendUrl::Etcd(url) => {
+                Conn::Etcd(Box::new(etcd::EtcdFloor::connect(&url, &shown).await?))
+            }
             _ => {
                 return Err(Error::config(format!(
                     "{shown} has no raw floor to compare with: use a redis://, postgres:// or \
-                     mysql:// URL"
+                     mysql:// URL (or etcd:// with the feature etcd)"
                 )));
             }
         };
         Ok(Floor { conn, owner })
     }
 
-    /// Another handle on the same multiplexed connection (Redis), for concurrent tasks;
+    /// Another handle on the same multiplexed connection (Redis, etcd), for concurrent tasks;
     /// `None` for the databases, whose session locks need a connection per task.
     pub fn share(&self) -> Option<Floor> {
         match &self.conn {
             Conn::Redis(conn) => Some(Floor {
                 conn: Conn::Redis(conn.clone()),
+                owner: self.owner.clone(),
+            }),
+            #[cfg(feature = "etcd")]
+            Conn::Etcd(floor) => Some(Floor {
+                conn: Conn::Etcd(Box::new((**floor).clone())),
                 owner: self.owner.clone(),
             }),
             _ => None,
@@ -100,7 +115,7 @@ impl Floor {
             Conn::Postgres(conn) => {
                 let (a, b) = lockwise::postgres::advisory_key(key);
                 Ok(
-                    sqlx::query_scalar(include_str!("../sql/postgres/floor_acquire.sql"))
+                    sqlx::query_scalar(include_str!("../../sql/postgres/floor_acquire.sql"))
                         .bind(a)
                         .bind(b)
                         .fetch_one(conn)
@@ -109,12 +124,14 @@ impl Floor {
             }
             Conn::Mysql(conn) => {
                 let got: Option<i64> =
-                    sqlx::query_scalar(include_str!("../sql/mysql/floor_acquire.sql"))
+                    sqlx::query_scalar(include_str!("../../sql/mysql/floor_acquire.sql"))
                         .bind(key)
                         .fetch_one(conn)
                         .await?;
                 Ok(got == Some(1))
             }
+            #[cfg(feature = "etcd")]
+            Conn::Etcd(floor) => floor.try_acquire(key, &self.owner).await,
         }
     }
 
@@ -133,7 +150,7 @@ impl Floor {
             Conn::Postgres(conn) => {
                 let (a, b) = lockwise::postgres::advisory_key(key);
                 Ok(
-                    sqlx::query_scalar(include_str!("../sql/postgres/floor_release.sql"))
+                    sqlx::query_scalar(include_str!("../../sql/postgres/floor_release.sql"))
                         .bind(a)
                         .bind(b)
                         .fetch_one(conn)
@@ -142,12 +159,14 @@ impl Floor {
             }
             Conn::Mysql(conn) => {
                 let released: Option<i64> =
-                    sqlx::query_scalar(include_str!("../sql/mysql/floor_release.sql"))
+                    sqlx::query_scalar(include_str!("../../sql/mysql/floor_release.sql"))
                         .bind(key)
                         .fetch_one(conn)
                         .await?;
                 Ok(released == Some(1))
             }
+            #[cfg(feature = "etcd")]
+            Conn::Etcd(floor) => floor.release(key, &self.owner).await,
         }
     }
 }
