@@ -1,5 +1,5 @@
 //! `lockwise lab` end to end: every scenario on the file backend, on Redis and (where it
-//! applies) on PostgreSQL, judged from the JSON it prints.
+//! applies) on PostgreSQL and etcd, judged from the JSON it prints.
 
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
@@ -15,6 +15,9 @@ enum Backend {
     File(tempfile::TempDir),
     Redis,
     Postgres,
+    /// The shared etcd, under a prefix of the test's own.
+    #[cfg_attr(not(feature = "etcd"), allow(dead_code))]
+    Etcd(String),
 }
 
 impl Backend {
@@ -22,11 +25,21 @@ impl Backend {
         Backend::File(tempfile::tempdir().unwrap())
     }
 
+    #[cfg_attr(not(feature = "etcd"), allow(dead_code))]
+    fn etcd() -> Self {
+        Backend::Etcd(format!(
+            "{}/{}/",
+            lockwise_testkit::etcd_url().trim_end_matches('/'),
+            lockwise_testkit::unique("lab")
+        ))
+    }
+
     fn url(&self) -> String {
         match self {
             Backend::File(dir) => format!("file://{}", dir.path().display()),
             Backend::Redis => redis_url(),
             Backend::Postgres => postgres_url(),
+            Backend::Etcd(url) => url.clone(),
         }
     }
 }
@@ -157,6 +170,12 @@ fn expiry_on_postgres() {
     expiry(Backend::Postgres);
 }
 
+#[cfg(feature = "etcd")]
+#[test]
+fn expiry_on_etcd() {
+    expiry(Backend::etcd());
+}
+
 #[test]
 fn expiry_variant_flags_select_variants() {
     let (code, doc) = lab(&Backend::file(), &["expiry", "--recheck"]);
@@ -194,8 +213,14 @@ fn unsafe_release_on_redis() {
     unsafe_release(Backend::Redis);
 }
 
-fn check_then_delete(backend: Backend) {
-    let (code, doc) = lab(&backend, &["check-then-delete", "--iterations", "20"]);
+#[cfg(feature = "etcd")]
+#[test]
+fn unsafe_release_on_etcd() {
+    unsafe_release(Backend::etcd());
+}
+
+fn check_then_delete(backend: Backend, iterations: &str) {
+    let (code, doc) = lab(&backend, &["check-then-delete", "--iterations", iterations]);
     assert_predicted(code, &doc);
     assert!(verdict(variant(&doc, "GET, compare, then DEL"), "wrong_deletions") >= 1);
     assert_eq!(
@@ -206,12 +231,20 @@ fn check_then_delete(backend: Backend) {
 
 #[test]
 fn check_then_delete_on_file() {
-    check_then_delete(Backend::file());
+    check_then_delete(Backend::file(), "20");
 }
 
 #[test]
 fn check_then_delete_on_redis() {
-    check_then_delete(Backend::Redis);
+    check_then_delete(Backend::Redis, "20");
+}
+
+/// On etcd the delay covers the window in which the server ends the lease (about 1.5 s), so
+/// every iteration takes that long: 3 of them.
+#[cfg(feature = "etcd")]
+#[test]
+fn check_then_delete_on_etcd() {
+    check_then_delete(Backend::etcd(), "3");
 }
 
 /// A window too narrow to hit the race says so, once, and how to hit it.
@@ -257,22 +290,22 @@ fn fencing_on_postgres() {
     fencing(Backend::Postgres);
 }
 
+/// A holder frozen past its etcd lease: its late write through the fence is refused.
+#[cfg(feature = "etcd")]
+#[test]
+fn fencing_on_etcd() {
+    fencing(Backend::etcd());
+}
+
 /// R1/R2 of the reliability catalogue, shortened for CI (`scripts/soak` runs 500 rounds):
-/// rounds of a holder frozen 1-3 TTLs (TTL 300 ms), token releases and fenced writes.
-fn pauses(backend: Backend) {
-    const ROUNDS: u64 = 12;
+/// rounds of a holder frozen 1-3 TTLs, token releases and fenced writes.
+fn pauses(backend: Backend, ttl: &str, rounds: u64) {
     let (code, doc) = lab(
         &backend,
-        &[
-            "pauses",
-            "--ttl",
-            "300ms",
-            "--iterations",
-            &ROUNDS.to_string(),
-        ],
+        &["pauses", "--ttl", ttl, "--iterations", &rounds.to_string()],
     );
     assert_predicted(code, &doc);
-    let v = variant(&doc, &format!("{ROUNDS} rounds"));
+    let v = variant(&doc, &format!("{rounds} rounds"));
     let froze = v["events"]
         .as_array()
         .unwrap()
@@ -284,10 +317,10 @@ fn pauses(backend: Backend) {
                     .is_some_and(|t| t.contains("frozen"))
         })
         .count() as u64;
-    assert_eq!(froze, ROUNDS, "one freeze per round");
+    assert_eq!(froze, rounds, "one freeze per round");
     assert_eq!(verdict(v, "wrong_deletions"), 0);
     assert_eq!(verdict(v, "stale_writes_accepted"), 0);
-    assert_eq!(verdict(v, "stale_writes_rejected"), ROUNDS);
+    assert_eq!(verdict(v, "stale_writes_rejected"), rounds);
     println!(
         "pauses: {froze} freezes injected, 0 wrong deletions, 0 stale writes accepted, {} rejected",
         verdict(v, "stale_writes_rejected")
@@ -296,12 +329,19 @@ fn pauses(backend: Backend) {
 
 #[test]
 fn pauses_on_redis() {
-    pauses(Backend::Redis);
+    pauses(Backend::Redis, "300ms", 12);
 }
 
 #[test]
 fn pauses_on_postgres() {
-    pauses(Backend::Postgres);
+    pauses(Backend::Postgres, "300ms", 12);
+}
+
+/// On etcd, with its whole-second leases: 4 rounds of a 1 s TTL.
+#[cfg(feature = "etcd")]
+#[test]
+fn pauses_on_etcd() {
+    pauses(Backend::etcd(), "1s", 4);
 }
 
 #[test]

@@ -77,6 +77,8 @@ pub(crate) async fn run(args: ActorArgs) -> u8 {
 enum Raw {
     File(FileBackend),
     Redis(RedisBackend),
+    #[cfg(feature = "etcd")]
+    Etcd(lockwise::backend::etcd::EtcdBackend),
     /// Session locks (PostgreSQL, MariaDB): no other session can delete them.
     Session,
 }
@@ -130,6 +132,11 @@ impl Actor {
                     builder = builder.schema(schema.clone());
                 }
                 (Locker::new(builder.connect().await?), Raw::Session)
+            }
+            #[cfg(feature = "etcd")]
+            BackendUrl::Etcd(url) => {
+                let b = lockwise::backend::etcd::EtcdBackend::connect(&url).await?;
+                (Locker::new(b.clone()), Raw::Etcd(b))
             }
             _ => (Locker::connect(&args.url).await?, Raw::Session),
         };
@@ -434,6 +441,8 @@ impl Actor {
         Ok(match &self.raw {
             Raw::File(b) => b.unchecked_delete(&self.key).await?,
             Raw::Redis(b) => b.unchecked_delete(&self.key).await?,
+            #[cfg(feature = "etcd")]
+            Raw::Etcd(b) => b.unchecked_delete(&self.key).await?,
             Raw::Session => return Err(NO_DEL.into()),
         })
     }
@@ -447,6 +456,8 @@ impl Actor {
                 let current = match &self.raw {
                     Raw::File(b) => b.unchecked_owner(&self.key).await?,
                     Raw::Redis(b) => b.unchecked_owner(&self.key).await?,
+                    #[cfg(feature = "etcd")]
+                    Raw::Etcd(b) => b.unchecked_owner(&self.key).await?,
                     Raw::Session => return Err(NO_DEL.into()),
                 };
                 let mine = current == Some(owner);

@@ -25,7 +25,8 @@ pub(crate) struct LabArgs {
     /// The scenario to run (default: all of them, with a summary)
     #[arg(value_enum)]
     pub(super) scenario: Option<&'static Scenario>,
-    /// The lock backend (default: the file backend in a fresh temporary directory)
+    /// The lock backend: file://, redis://, postgres://, mysql:// or (built with the feature
+    /// etcd) etcd:// (default: the file backend in a fresh temporary directory)
     #[arg(long)]
     pub(super) url: Option<String>,
     /// The lock's TTL

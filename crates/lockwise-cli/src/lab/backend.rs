@@ -19,6 +19,9 @@ pub(super) enum LabBackend {
     Redis(String),
     Postgres(String),
     Mysql,
+    /// etcd (the CLI's feature `etcd`): keys any client can delete, like Redis.
+    #[cfg_attr(not(feature = "etcd"), allow(dead_code))]
+    Etcd(String),
 }
 
 impl LabBackend {
@@ -34,6 +37,8 @@ impl LabBackend {
             BackendUrl::Redis(u) => LabBackend::Redis(u),
             BackendUrl::Postgres(u) => LabBackend::Postgres(u),
             BackendUrl::Mysql(_) => LabBackend::Mysql,
+            #[cfg(feature = "etcd")]
+            BackendUrl::Etcd(u) => LabBackend::Etcd(u),
             BackendUrl::Memory => {
                 return Err(
                     "memory: locks live inside one process, and the lab needs several: use \
@@ -52,6 +57,26 @@ impl LabBackend {
             LabBackend::Redis(_) => "redis",
             LabBackend::Postgres(_) => "postgres",
             LabBackend::Mysql => "mysql",
+            LabBackend::Etcd(_) => "etcd",
+        }
+    }
+
+    /// How long after a lease's TTL the server may still hold it when nobody renews it: on
+    /// etcd, whose leases are whole seconds, shared by the locks of one TTL class and ended by
+    /// a sweep twice a second, up to the lease's seconds plus that sweep (and a margin); none
+    /// elsewhere.
+    pub(super) fn expiry_slack(&self, ttl: std::time::Duration) -> std::time::Duration {
+        match self {
+            #[cfg(feature = "etcd")]
+            LabBackend::Etcd(_) => {
+                let lease = lockwise::backend::etcd::lease_seconds(ttl).unsigned_abs();
+                std::time::Duration::from_secs(lease).saturating_sub(ttl)
+                    + std::time::Duration::from_millis(600)
+            }
+            _ => {
+                let _ = ttl;
+                std::time::Duration::ZERO
+            }
         }
     }
 
@@ -89,6 +114,14 @@ impl LabBackend {
                 }
             }
             LabBackend::Mysql => {}
+            #[cfg(feature = "etcd")]
+            LabBackend::Etcd(url) => {
+                if let Ok(backend) = lockwise::backend::etcd::EtcdBackend::connect(url).await {
+                    let _ = backend.purge(keys).await;
+                }
+            }
+            #[cfg(not(feature = "etcd"))]
+            LabBackend::Etcd(_) => {}
         }
     }
 }

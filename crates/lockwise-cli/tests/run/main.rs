@@ -106,6 +106,9 @@ impl Backend {
                 let holder = mariadb(&db.url(), &format!("SELECT IS_USED_LOCK('{name}')"));
                 mariadb(&db.url(), &format!("KILL {}", holder.trim()));
             }
+            #[cfg(not(feature = "etcd"))]
+            Backend::Etcd(_) => unreachable!("etcd cases need the feature etcd"),
+            #[cfg(feature = "etcd")]
             Backend::Etcd(url) => {
                 let url = lockwise::url::EtcdUrl::parse(url).expect("the test's own URL");
                 let endpoint = url.endpoints[0].trim_start_matches("http://");

@@ -59,7 +59,7 @@ pub(super) async fn with_fence(lab: &Lab, key: &str) -> LabResult<(Extra, Option
             file = Some(FencedFile::new(&path));
             format!("file:{}", path.display())
         }
-        LabBackend::Mysql => {
+        LabBackend::Mysql | LabBackend::Etcd(_) => {
             let path = fenced_path(&std::env::temp_dir());
             file = Some(FencedFile::new(&path));
             format!("file:{}", path.display())

@@ -54,12 +54,12 @@ impl Member {
 }
 
 async fn run(lab: &Lab, report: &mut Report) -> LabResult<()> {
-    if matches!(lab.backend, LabBackend::Mysql) {
-        report.not_run = Some(
-            "not run on mysql: the lab's partition members write through a fence on file, Redis or \
-             PostgreSQL"
-                .into(),
-        );
+    if matches!(lab.backend, LabBackend::Mysql | LabBackend::Etcd(_)) {
+        report.not_run = Some(format!(
+            "not run on {}: the lab's partition members write through a fence on file, Redis or \
+             PostgreSQL",
+            lab.backend.name()
+        ));
         return Ok(());
     }
     let group = format!("lab-partition-{}", lab.run_id);

@@ -47,6 +47,8 @@ use session::{Gone, Session, Sessions, lease_not_found};
 pub use crate::url::EtcdUrl;
 pub use session::lease_seconds;
 
+#[cfg(feature = "lab")]
+mod lab;
 mod session;
 
 /// The prefix of every key unless the URL's path says otherwise.

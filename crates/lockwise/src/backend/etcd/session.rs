@@ -5,12 +5,12 @@
 //!
 //! # Why a shared lease never outlives nor undercuts a lock's deadline
 //!
-//! A lock of TTL `ttl` goes on the lease of `ceil(ttl + 0.5 s)` seconds (or more, if the
+//! A lock of TTL `ttl` goes on the lease of `ceil(ttl + 0.25 s)` seconds (or more, if the
 //! server raised it). The server keeps the lease at least `granted` after each keep-alive it
 //! answered, counted from when the keep-alive was *sent*. A lock's local deadline is its
 //! attempt's send time plus `ttl`, so an acquire or a renewal started at `t` is safe when the
 //! last answered keep-alive was sent at or after `t + ttl - granted`: within the *margin*
-//! `granted - ttl` (at least 0.5 s). Older than that, the call sends a keep-alive first and
+//! `granted - ttl` (at least 0.25 s). Older than that, the call sends a keep-alive first and
 //! waits for it; older than half the margin, it sends one in the background, so that a busy
 //! lock never waits for one.
 
@@ -24,7 +24,7 @@ use tokio::time::Instant;
 use super::EtcdBackend;
 use crate::error::Result;
 
-/// etcd's lease TTL, in whole seconds, for a lock of `ttl`: at least half a second above it,
+/// etcd's lease TTL, in whole seconds, for a lock of `ttl`: at least a quarter second above it,
 /// rounded up (the server may still raise it to its own minimum, 1.5 election timeouts).
 ///
 /// ```
@@ -34,7 +34,7 @@ use crate::error::Result;
 /// assert_eq!(lease_seconds(Duration::from_millis(200)), 1);
 /// ```
 pub fn lease_seconds(ttl: Duration) -> i64 {
-    let padded = ttl.saturating_add(Duration::from_millis(500));
+    let padded = ttl.saturating_add(Duration::from_millis(250));
     let whole = padded
         .as_secs()
         .saturating_add(u64::from(padded.subsec_nanos() > 0));
@@ -186,10 +186,10 @@ mod tests {
     use std::time::Duration;
 
     #[test]
-    fn leases_are_at_least_half_a_second_longer_in_whole_seconds() {
+    fn leases_are_at_least_a_quarter_second_longer_in_whole_seconds() {
         assert_eq!(lease_seconds(Duration::from_millis(100)), 1);
-        assert_eq!(lease_seconds(Duration::from_millis(500)), 1);
-        assert_eq!(lease_seconds(Duration::from_millis(501)), 2);
+        assert_eq!(lease_seconds(Duration::from_millis(750)), 1);
+        assert_eq!(lease_seconds(Duration::from_millis(751)), 2);
         assert_eq!(lease_seconds(Duration::from_secs(1)), 2);
         assert_eq!(lease_seconds(Duration::from_secs(30)), 31);
         assert_eq!(lease_seconds(Duration::MAX), i64::MAX);
