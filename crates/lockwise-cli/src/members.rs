@@ -10,8 +10,8 @@ use crate::exit::Failure;
 /// Show a partition group: its generation and its members, with their key counts and leases.
 #[derive(Debug, clap::Args)]
 pub(crate) struct MembersArgs {
-    /// The group's server: file:///dir (processes on one machine), redis://…, postgres://… or
-    /// mysql://…
+    /// The group's server: file:///dir (processes on one machine), redis://…, postgres://…,
+    /// mysql://… or (built with the feature etcd) etcd://…
     #[arg(long, env = "LOCKWISE_URL", hide_env_values = true, value_name = "URL")]
     url: String,
     /// The group's name

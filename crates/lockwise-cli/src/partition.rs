@@ -42,8 +42,8 @@ its generation.";
 #[derive(Debug, clap::Args)]
 #[command(after_help = EXIT_CODES)]
 pub(crate) struct PartitionArgs {
-    /// The group's server: file:///dir (processes on one machine), redis://…, postgres://… or
-    /// mysql://…
+    /// The group's server: file:///dir (processes on one machine), redis://…, postgres://…,
+    /// mysql://… or (built with the feature etcd) etcd://…
     #[arg(long, env = "LOCKWISE_URL", hide_env_values = true, value_name = "URL")]
     url: String,
     /// The group's name

@@ -147,6 +147,17 @@ fn partition_and_members_on_redis() {
     }
 }
 
+#[cfg(feature = "etcd")]
+#[test]
+fn partition_and_members_on_etcd() {
+    let url = format!(
+        "{}/{}/",
+        lockwise_testkit::etcd_url().trim_end_matches('/'),
+        lockwise_testkit::unique("partition-cli")
+    );
+    scenario(&url, "reports");
+}
+
 #[test]
 fn bad_input_exits_64() {
     for args in [

@@ -302,3 +302,29 @@ async fn bad_input_is_a_typed_error() {
         .unwrap_err();
     assert!(matches!(err, Error::InvalidConfig { .. }), "{err}");
 }
+
+/// On etcd: the roster is one key, swapped by comparing its version.
+#[cfg(feature = "etcd")]
+fn etcd_url() -> String {
+    format!(
+        "{}/{}/",
+        lockwise_testkit::etcd_url().trim_end_matches('/'),
+        lockwise_testkit::unique("partition")
+    )
+}
+
+#[cfg(feature = "etcd")]
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn etcd_membership_changes() {
+    let group = Group::connect(&etcd_url(), "orders").await.unwrap();
+    membership_changes(group.clone()).await;
+    group.remove().await.unwrap();
+}
+
+#[cfg(feature = "etcd")]
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn etcd_handoff_without_overlap() {
+    let group = Group::connect(&etcd_url(), "orders").await.unwrap();
+    handoff_without_overlap(group.clone()).await;
+    group.remove().await.unwrap();
+}

@@ -9,7 +9,7 @@
 //!   [`Locker`], renewed by the lease core. A member that dies or freezes loses it after its
 //!   TTL, exactly as a lock holder does (its own lost signal fires at its local deadline).
 //! - **The roster** (one small value per group in the lock server: a Redis hash, a PostgreSQL
-//!   or MariaDB row, a file beside the lease files, or memory) holds the *generation*, its *view* (the members the keys are assigned
+//!   or MariaDB row, an etcd key, a file beside the lease files, or memory) holds the *generation*, its *view* (the members the keys are assigned
 //!   among), the *key space* (set by the first member that names one,
 //!   [`MemberOptions::key_space`]; a member naming another is refused) and each member's last
 //!   acknowledged generation. It is only replaced by compare-and-swap.
@@ -68,6 +68,8 @@
 
 mod assignment;
 mod driver;
+#[cfg(feature = "etcd")]
+mod etcd_roster;
 mod file_roster;
 pub mod hash;
 mod member;
@@ -105,7 +107,7 @@ pub struct Group {
 impl Group {
     /// The group `name` on the server `url` names: `memory:` (this process only, shared by
     /// the clones of the returned group), `file:///dir` (processes on one machine),
-    /// `redis://…`, `postgres://…` or `mysql://…`.
+    /// `redis://…`, `postgres://…`, `mysql://…` or `etcd://…`.
     ///
     /// # Errors
     ///
@@ -130,12 +132,7 @@ impl Group {
             #[cfg(feature = "mysql")]
             AnyBackend::Mysql(_, url) => Arc::new(mysql_roster::MysqlRosters::connect(url).await?),
             #[cfg(feature = "etcd")]
-            AnyBackend::Etcd(_) => {
-                return Err(crate::Error::config(
-                    "partition groups on etcd:// are not in this version yet; use redis://, \
-                     postgres://, mysql:// or file://",
-                ));
-            }
+            AnyBackend::Etcd(b) => Arc::new(etcd_roster::EtcdRosters(b.clone())),
         };
         let locker = backend.into_locker();
         Ok(Group {

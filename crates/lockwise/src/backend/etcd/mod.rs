@@ -8,6 +8,7 @@
 //! | name | content | lease |
 //! |---|---|---|
 //! | `P` `lock/` `K` | the owner token, 32 lowercase hex characters | the holder's session lease for the lock's TTL ([`lease_seconds`]) |
+//! | `P` `partition/` `G` | partition group `G`'s roster (text); its version is the key's `version` | none |
 //!
 //! Each backend keeps one etcd lease per TTL class, its *session* (see `session.rs` for why a
 //! shared lease is safe), kept alive by its locks' acquires and renewals. An acquire puts the
@@ -147,6 +148,11 @@ impl EtcdBackend {
         Ok(backend)
     }
 
+    /// The etcd key of a partition group's roster (`<prefix>partition/<group>`).
+    pub(crate) fn roster_name(&self, group: &str) -> String {
+        format!("{}partition/{group}", self.inner.prefix)
+    }
+
     /// The etcd key of lock `key`.
     fn name(&self, key: &str) -> Vec<u8> {
         lock_name(&self.inner.prefix, key).into_bytes()
@@ -162,7 +168,7 @@ impl EtcdBackend {
 
     /// Runs `call` on a clone of the client, again after a failure that another member or
     /// the next leader may not have (see [`transient`]), until [`CALL_TIMEOUT`] has passed.
-    async fn call<T, F, Fut>(&self, call: F) -> Result<T>
+    pub(crate) async fn call<T, F, Fut>(&self, call: F) -> Result<T>
     where
         F: FnMut(Client) -> Fut,
         Fut: Future<Output = std::result::Result<T, etcd_client::Error>>,
