@@ -164,3 +164,80 @@ async fn tokens_keep_growing_across_a_whole_cluster_restart() {
         g.token()
     );
 }
+
+/// The member a holder reaches through the testkit's proxy is cut off (a black hole: nothing
+/// passes, nothing is refused) for 6 s, twice the TTL: the holder either keeps its lock
+/// through the other members or its lost signal fires before any other client is granted,
+/// and a contender that talks to the other members is refused while the holder holds.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_holder_cut_off_from_its_member_moves_to_another_or_stops() {
+    use lockwise_testkit::proxy::TcpProxy;
+    let cluster = EtcdCluster::start(3);
+    let prefix = unique("cut");
+    let port = |i: usize| -> u16 {
+        cluster
+            .endpoint(i)
+            .rsplit(':')
+            .next()
+            .and_then(|p| p.parse().ok())
+            .expect("a port")
+    };
+    let proxy = TcpProxy::start(port(0));
+    let through_proxy = format!(
+        "etcd://127.0.0.1:{},{},{}/{prefix}",
+        proxy.port(),
+        cluster.endpoint(1),
+        cluster.endpoint(2)
+    );
+    let holder_locker = Locker::connect(&through_proxy).await.unwrap();
+    let other = Locker::connect(&format!(
+        "etcd://{},{}/{prefix}",
+        cluster.endpoint(1),
+        cluster.endpoint(2)
+    ))
+    .await
+    .unwrap();
+    let ttl = Duration::from_secs(3);
+    let held = holder_locker
+        .try_acquire("k", &LockOptions::ttl(ttl))
+        .await
+        .unwrap()
+        .expect("free");
+    let token = held.token();
+    proxy.cut();
+    let cut_at = Instant::now();
+    let mut lost_after = None;
+    let mut refused = 0;
+    while cut_at.elapsed() < 2 * ttl {
+        if held.is_lost() {
+            lost_after.get_or_insert(cut_at.elapsed());
+        }
+        let contender = other.try_acquire("k", &LockOptions::ttl(ttl)).await;
+        match contender {
+            Ok(Some(g)) => {
+                assert!(
+                    held.is_lost(),
+                    "a second holder (token {}) while the first was not lost",
+                    g.token()
+                );
+                assert!(g.token() > token);
+                g.release().await.unwrap();
+                break;
+            }
+            Ok(None) => refused += 1,
+            Err(e) => panic!("the other members answer: {e}"),
+        }
+        sleep(Duration::from_millis(100)).await;
+    }
+    let kept = !held.is_lost() && held.is_held().await.unwrap_or(false);
+    eprintln!(
+        "member cut off for {:?}: the holder kept its lock: {kept}; lost after {lost_after:?}; \
+         a contender was refused {refused} times",
+        cut_at.elapsed()
+    );
+    proxy.heal();
+    if kept {
+        assert!(held.release().await.unwrap());
+    }
+    assert!(kept, "the holder did not move to another member");
+}

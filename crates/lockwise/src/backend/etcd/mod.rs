@@ -24,8 +24,9 @@
 //! A lock whose guard does not renew lives until its session lease runs out: while other
 //! locks of its TTL class in the same backend keep that lease alive, that is later than its TTL.
 //!
-//! A call that fails because its member died, or while the cluster elects a leader, is sent
-//! again (to whichever member answers) until 3 s have passed. Every call is safe to send twice:
+//! Calls go to one member at a time (see `members.rs`). A call that fails because its member
+//! died or was cut off, does not answer within 1 s, or comes while the cluster elects a
+//! leader, is sent again to the next member until 3 s have passed. Every call is safe to send twice:
 //! an acquire whose answer was lost finds its own owner token in the key on the second try and
 //! takes the grant with the key's create revision as its token; the others compare the owner.
 
@@ -43,6 +44,7 @@ use tokio::time::Instant;
 use super::{Attempt, Backend, LOSS_CHECK_EVERY, ReleaseWatch};
 use crate::error::{Error, Result};
 use crate::lease::{FencingToken, OwnerToken};
+use members::Members;
 use session::{Gone, Session, Sessions, lease_not_found};
 
 pub use crate::url::EtcdUrl;
@@ -50,6 +52,7 @@ pub use session::lease_seconds;
 
 #[cfg(feature = "lab")]
 mod lab;
+mod members;
 mod session;
 
 /// The prefix of every key unless the URL's path says otherwise.
@@ -57,6 +60,11 @@ pub const DEFAULT_PREFIX: &str = crate::url::etcd::DEFAULT_PREFIX;
 
 /// How long connecting, and then each call, may take before it is reported as failed.
 const CALL_TIMEOUT: Duration = Duration::from_secs(3);
+
+/// How long one attempt of a call waits before it is sent again, likely to another member.
+/// Every call is safe to send twice: writes compare the owner, and a lost grant's answer is
+/// recognised by its value.
+const ATTEMPT_TIMEOUT: Duration = Duration::from_secs(1);
 
 /// The most operations etcd takes in one transaction (its `--max-txn-ops` default).
 const MAX_TXN_OPS: usize = 128;
@@ -68,7 +76,7 @@ pub struct EtcdBackend {
 }
 
 struct Inner {
-    client: Client,
+    members: Members,
     prefix: String,
     shown: String,
     sessions: Sessions,
@@ -117,33 +125,31 @@ impl EtcdBackend {
         let url = EtcdUrl::parse(url)?;
         let shown = url.shown();
         let mut options = ConnectOptions::new()
-            .with_connect_timeout(CALL_TIMEOUT)
+            .with_connect_timeout(ATTEMPT_TIMEOUT)
             .with_timeout(CALL_TIMEOUT)
             // A member cut off from the leader answers no write and no linearizable read:
             // the client moves to another member instead of waiting on a minority.
             .with_require_leader(true)
-            .with_keep_alive(Duration::from_secs(1), CALL_TIMEOUT);
+            .with_keep_alive(Duration::from_secs(1), ATTEMPT_TIMEOUT);
         if let Some((user, password)) = &url.credentials {
             options = options.with_user(user.clone(), password.clone());
         }
-        let connecting = Client::connect(url.endpoints.clone(), Some(options));
-        let client = tokio::time::timeout(CALL_TIMEOUT, connecting)
-            .await
-            .map_err(|_| unreachable(&shown, &"no member answered within 3 s"))?
-            .map_err(|e| unreachable(&shown, &e))?;
         let backend = EtcdBackend {
             inner: Arc::new(Inner {
-                client,
+                members: Members::new(&url.endpoints, options, ATTEMPT_TIMEOUT),
                 prefix: url.prefix,
                 shown,
                 sessions: Sessions::default(),
             }),
         };
-        let mut client = backend.client();
-        let probe = client.get(backend.name("probe"), None);
-        tokio::time::timeout(CALL_TIMEOUT, probe)
+        let name = backend.name("probe");
+        let probe = backend.call_raw(|mut client| {
+            let name = name.clone();
+            async move { client.get(name, None).await }
+        });
+        tokio::time::timeout(CALL_TIMEOUT + ATTEMPT_TIMEOUT, probe)
             .await
-            .map_err(|_| unreachable(&backend.inner.shown, &"no answer within 3 s"))?
+            .map_err(|_| unreachable(&backend.inner.shown, &"no member answered within 3 s"))?
             .map_err(|e| unreachable(&backend.inner.shown, &e))?;
         Ok(backend)
     }
@@ -156,10 +162,6 @@ impl EtcdBackend {
     /// The etcd key of lock `key`.
     fn name(&self, key: &str) -> Vec<u8> {
         lock_name(&self.inner.prefix, key).into_bytes()
-    }
-
-    fn client(&self) -> Client {
-        self.inner.client.clone()
     }
 
     fn error(&self, e: etcd_client::Error) -> Error {
@@ -185,10 +187,24 @@ impl EtcdBackend {
         let until = Instant::now() + CALL_TIMEOUT;
         let mut pause = Duration::from_millis(20);
         loop {
-            match call(self.client()).await {
+            let left = until.saturating_duration_since(Instant::now());
+            let (member, client) = self.inner.members.current().await;
+            let answer = match client {
+                Ok(client) => tokio::time::timeout(ATTEMPT_TIMEOUT.min(left), call(client))
+                    .await
+                    // A member that neither answers nor refuses (cut off, or frozen).
+                    .unwrap_or_else(|_| {
+                        Err(etcd_client::Error::GRpcStatus(
+                            tonic::Status::deadline_exceeded("no answer within the attempt's time"),
+                        ))
+                    }),
+                Err(e) => Err(e),
+            };
+            match answer {
                 Ok(answer) => return Ok(answer),
                 Err(e) if transient(&e) && Instant::now() + pause < until => {
-                    tracing::debug!(error = %e, "etcd: a call failed, sending it again");
+                    tracing::debug!(error = %e, member, "etcd: a call failed, sending it to the next member");
+                    self.inner.members.failed(member);
                     tokio::time::sleep(pause).await;
                     pause = (pause * 2).min(Duration::from_millis(200));
                 }
@@ -256,7 +272,11 @@ fn transient(e: &etcd_client::Error) -> bool {
         etcd_client::Error::TransportError(_) | etcd_client::Error::IoError(_) => true,
         etcd_client::Error::GRpcStatus(status) => matches!(
             status.code(),
-            tonic::Code::Unavailable | tonic::Code::Unknown | tonic::Code::Aborted
+            tonic::Code::Unavailable
+                | tonic::Code::Unknown
+                | tonic::Code::Aborted
+                | tonic::Code::DeadlineExceeded
+                | tonic::Code::Cancelled
         ),
         _ => false,
     }
