@@ -99,3 +99,114 @@ async fn an_unrenewed_lock_ends_with_its_session() {
     assert!(next.token() > held.token());
     assert!(next.release().await.unwrap());
 }
+
+/// The number of waiter keys in the line of lock `key`.
+async fn waiters(h: &EtcdHarness, key: &str) -> i64 {
+    let url = EtcdUrl::parse(h.url()).unwrap();
+    let mut client = etcd_client::Client::connect(url.endpoints.clone(), None)
+        .await
+        .unwrap();
+    let mut prefix = format!("{}wait/{key}", url.prefix).into_bytes();
+    prefix.push(0);
+    let options = etcd_client::GetOptions::new()
+        .with_prefix()
+        .with_count_only();
+    client.get(prefix, Some(options)).await.unwrap().count()
+}
+
+/// Waiters of separate backends (separate processes, as far as etcd can tell) are granted in
+/// the order they started waiting, and leave no waiter key behind.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn waiters_of_separate_backends_are_granted_in_the_order_they_came() {
+    let h = EtcdHarness::new();
+    let opts = LockOptions::ttl(Duration::from_secs(5));
+    let holder = Locker::new(EtcdBackend::connect(h.url()).await.unwrap());
+    let held = holder.try_acquire("line", &opts).await.unwrap().unwrap();
+    let granted = std::sync::Arc::new(std::sync::Mutex::new(Vec::new()));
+    let mut waiting = Vec::new();
+    for i in 0..6 {
+        let locker = Locker::new(EtcdBackend::connect(h.url()).await.unwrap());
+        let granted = granted.clone();
+        let opts = opts.clone().wait(Duration::from_secs(20));
+        waiting.push(tokio::spawn(async move {
+            let guard = locker.acquire("line", &opts).await.unwrap();
+            granted.lock().unwrap().push(i);
+            tokio::time::sleep(Duration::from_millis(20)).await;
+            assert!(guard.release().await.unwrap());
+        }));
+        // Each waiter joins the line before the next one comes.
+        tokio::time::sleep(Duration::from_millis(150)).await;
+    }
+    assert_eq!(waiters(&h, "line").await, 6);
+    let released = std::time::Instant::now();
+    assert!(held.release().await.unwrap());
+    for waiter in waiting {
+        waiter.await.unwrap();
+    }
+    let order = granted.lock().unwrap().clone();
+    eprintln!(
+        "6 waiters of 6 backends granted in the order {order:?} within {:?}",
+        released.elapsed()
+    );
+    assert_eq!(
+        order,
+        (0..6).collect::<Vec<_>>(),
+        "first come, first served"
+    );
+    tokio::time::sleep(Duration::from_millis(300)).await;
+    assert_eq!(waiters(&h, "line").await, 0, "no waiter key left");
+}
+
+/// A waiter that gives up leaves the line at once, and one whose process dies (its runtime
+/// gone, nothing sent) leaves it when its session lease ends: the next waiter is not stuck
+/// behind either.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn waiters_that_give_up_or_die_leave_the_line() {
+    let h = EtcdHarness::new();
+    let opts = LockOptions::ttl(Duration::from_secs(10));
+    let holder = Locker::new(EtcdBackend::connect(h.url()).await.unwrap());
+    let held = holder.try_acquire("left", &opts).await.unwrap().unwrap();
+    let quitter = Locker::new(EtcdBackend::connect(h.url()).await.unwrap());
+    let gave_up = quitter
+        .acquire("left", &opts.clone().wait(Duration::from_millis(500)))
+        .await;
+    assert!(matches!(gave_up, Err(lockwise::Error::WaitTimeout { .. })));
+    tokio::time::sleep(Duration::from_millis(200)).await;
+    assert_eq!(waiters(&h, "left").await, 0, "the quitter's key is gone");
+
+    // A waiter on its own runtime, which is then shut down: its task dies without a word.
+    let url = h.url().to_owned();
+    let waiting_opts = opts.clone().wait(Duration::from_secs(60));
+    std::thread::spawn(move || {
+        let runtime = tokio::runtime::Runtime::new().unwrap();
+        runtime.block_on(async {
+            let locker = Locker::new(EtcdBackend::connect(&url).await.unwrap());
+            let acquiring = locker.acquire("left", &waiting_opts);
+            let _ = tokio::time::timeout(Duration::from_millis(500), acquiring).await;
+        });
+        runtime.shutdown_background();
+    });
+    let dead_at = std::time::Instant::now();
+    let next = Locker::new(EtcdBackend::connect(h.url()).await.unwrap());
+    let mut gone = None;
+    while dead_at.elapsed() < Duration::from_secs(6) {
+        if waiters(&h, "left").await == 0 && dead_at.elapsed() > Duration::from_millis(600) {
+            gone = Some(dead_at.elapsed());
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+    eprintln!("a dead waiter's key was gone after {gone:?}");
+    assert!(gone.is_some(), "the dead waiter's key outlived its lease");
+    let taking = tokio::spawn(async move {
+        next.acquire(
+            "left",
+            &LockOptions::ttl(Duration::from_secs(5)).wait(Duration::from_secs(5)),
+        )
+        .await
+    });
+    tokio::time::sleep(Duration::from_millis(200)).await;
+    assert!(held.release().await.unwrap());
+    let next = taking.await.unwrap().expect("the next waiter is not stuck");
+    assert!(next.release().await.unwrap());
+}

@@ -95,6 +95,7 @@ pub trait Backend: Send + Sync + std::fmt::Debug + 'static {
 /// a release, e.g. after a reconnect).
 pub struct ReleaseWatch {
     rx: Option<watch::Receiver<u64>>,
+    line: Option<watch::Receiver<bool>>,
     _keep: Option<Box<dyn Send + Sync>>,
 }
 
@@ -102,6 +103,7 @@ impl std::fmt::Debug for ReleaseWatch {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.debug_struct("ReleaseWatch")
             .field("events", &self.rx.is_some())
+            .field("in_line", &self.line.is_some())
             .finish()
     }
 }
@@ -111,6 +113,7 @@ impl ReleaseWatch {
     pub fn none() -> Self {
         ReleaseWatch {
             rx: None,
+            line: None,
             _keep: None,
         }
     }
@@ -121,7 +124,27 @@ impl ReleaseWatch {
         rx.mark_unchanged();
         ReleaseWatch {
             rx: Some(rx),
+            line: None,
             _keep: keep,
+        }
+    }
+
+    /// The same watch for a waiter that holds a place in a line kept by the server (etcd):
+    /// `first` turns true when it is this waiter's turn to try. Until then the waiter sends
+    /// no attempts. A dropped sender counts as its turn.
+    #[must_use]
+    pub fn in_line(mut self, first: watch::Receiver<bool>) -> Self {
+        self.line = Some(first);
+        self
+    }
+
+    /// Resolves when this waiter may try: at once without a line, otherwise when it is first
+    /// in the line.
+    pub async fn turn(&mut self) {
+        if let Some(line) = self.line.as_mut()
+            && line.wait_for(|first| *first).await.is_err()
+        {
+            self.line = None;
         }
     }
 

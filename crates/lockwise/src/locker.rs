@@ -186,6 +186,18 @@ impl Locker {
             .await
             .map_err(|_| Error::no_answer("a watch for releases", watch_limit))??;
         loop {
+            // Behind other waiters in a line the server keeps (etcd): wait for the turn.
+            match give_up {
+                Some(at) => {
+                    if tokio::time::timeout_at(at, released.turn()).await.is_err() {
+                        return Err(Error::WaitTimeout {
+                            key: key.to_owned(),
+                            waited: start.elapsed(),
+                        });
+                    }
+                }
+                None => released.turn().await,
+            }
             let (expires_in, failure) = match self.attempt(key, opts, give_up, &mut pass).await {
                 Ok(Ok(guard)) => return Ok(guard),
                 Ok(Err(expires_in)) => (expires_in, None),

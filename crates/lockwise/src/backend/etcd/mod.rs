@@ -9,6 +9,7 @@
 //! |---|---|---|
 //! | `P` `lock/` `K` | the owner token, 32 lowercase hex characters | the holder's session lease for the lock's TTL ([`lease_seconds`]) |
 //! | `P` `partition/` `G` | partition group `G`'s roster (text); its version is the key's `version` | none |
+//! | `P` `wait/` `K` `\0` `<id>` | empty: a waiter's place in the line for `K` (see `line.rs`), its create revision the order | the waiter's session lease for a 2 s TTL class |
 //!
 //! Each backend keeps one etcd lease per TTL class, its *session* (see `session.rs` for why a
 //! shared lease is safe), kept alive by its locks' acquires and renewals. An acquire puts the
@@ -18,8 +19,9 @@
 //! goes back, so a token is never issued twice, where Redis and MariaDB keep theirs above a
 //! clock. A renewal keeps the session alive and reads the key back (and moves the key to the
 //! session of a new TTL, in a transaction that compares the owner, when the TTL changed); a
-//! release deletes the key in a transaction that compares the owner. Waiters watch the key
-//! and wake on its deletion (a release, an expiry, an operator's delete).
+//! release deletes the key in a transaction that compares the owner. Waiters stand in a line
+//! ordered by revision (see `line.rs`); the first watches the key and wakes on its deletion
+//! (a release, an expiry, an operator's delete).
 //!
 //! A lock whose guard does not renew lives until its session lease runs out: while other
 //! locks of its TTL class in the same backend keep that lease alive, that is later than its TTL.
@@ -52,6 +54,7 @@ pub use session::lease_seconds;
 
 #[cfg(feature = "lab")]
 mod lab;
+mod line;
 mod members;
 mod session;
 
@@ -472,7 +475,9 @@ impl Backend for EtcdBackend {
                 }
             }
         });
-        Ok(ReleaseWatch::new(rx, Some(Box::new(AbortOnDrop(task)))))
+        let watching = AbortOnDrop(task);
+        let place = self.join_line(key).await?;
+        Ok(ReleaseWatch::new(rx, Some(Box::new((watching, place.keep)))).in_line(place.first))
     }
 }
 
