@@ -302,6 +302,7 @@ fn wait_ready(what: &str, port: u16, ready: impl Fn() -> bool) {
 pub struct EtcdCluster {
     members: Vec<EtcdMember>,
     initial: String,
+    settings: Vec<String>,
     dir: tempfile::TempDir,
 }
 
@@ -316,6 +317,11 @@ struct EtcdMember {
 impl EtcdCluster {
     /// Starts `n` members and waits until every one answers.
     pub fn start(n: usize) -> Self {
+        Self::start_with(n, &[])
+    }
+
+    /// [`start`](Self::start), with more command-line `settings` for every member.
+    pub fn start_with(n: usize, settings: &[&str]) -> Self {
         let dir = tempfile::tempdir().unwrap_or_else(|e| panic!("tempdir: {e}"));
         let members: Vec<EtcdMember> = (0..n)
             .map(|i| EtcdMember {
@@ -333,6 +339,7 @@ impl EtcdCluster {
         let mut cluster = EtcdCluster {
             members,
             initial,
+            settings: settings.iter().map(|s| (*s).to_owned()).collect(),
             dir,
         };
         for i in 0..n {
@@ -367,6 +374,7 @@ impl EtcdCluster {
             .args(["--initial-cluster", &self.initial])
             .args(["--initial-cluster-token", "lockwise-test"])
             .args(["--heartbeat-interval", "50", "--election-timeout", "500"])
+            .args(&self.settings)
             .stdout(Stdio::null())
             .stderr(Stdio::null())
             .spawn()
@@ -436,6 +444,33 @@ impl EtcdCluster {
             thread::sleep(Duration::from_millis(50));
         }
         panic!("no etcd member leads");
+    }
+
+    /// Turns on authentication: user `root` (etcd's superuser role) with `password`, and no
+    /// access for anyone else.
+    pub fn enable_auth(&self, password: &str) {
+        let endpoint = self.endpoint(0);
+        let run = |args: &[&str]| {
+            let out = Command::new("etcdctl")
+                .env("ETCDCTL_API", "3")
+                .arg(format!("--endpoints={endpoint}"))
+                .args(args)
+                .output()
+                .unwrap_or_else(|e| panic!("etcdctl: {e}; run scripts/services"));
+            assert!(
+                out.status.success(),
+                "etcdctl {args:?}: {}",
+                String::from_utf8_lossy(&out.stderr)
+            );
+        };
+        run(&[
+            "user",
+            "add",
+            &format!("root:{password}"),
+            "--interactive=false",
+        ]);
+        run(&["user", "grant-role", "root", "root"]);
+        run(&["auth", "enable"]);
     }
 
     /// Kills member `i` (SIGKILL: no goodbye to its peers).

@@ -152,8 +152,14 @@ impl BackendUrl {
 /// let url = lockwise::url::with_password("postgres://app@db.internal/orders", "p#ss word").unwrap();
 /// assert_eq!(url, "postgres://app:p%23ss%20word@db.internal/orders");
 /// assert!(lockwise::url::with_password("file:///tmp/locks", "x").is_err());
+/// let etcd = lockwise::url::with_password("etcd://app@10.0.0.1,10.0.0.2/billing", "p@ss").unwrap();
+/// assert_eq!(etcd, "etcd://app:p%40ss@10.0.0.1,10.0.0.2/billing");
 /// ```
 pub fn with_password(url: &str, password: &str) -> Result<String> {
+    if url.starts_with("etcd://") || url.starts_with("etcds://") {
+        // Several hosts, which no URL parser takes.
+        return etcd::with_password(url, password);
+    }
     let shown = redact_url(url);
     let mut parsed = url::Url::parse(&encode_userinfo(url))
         .map_err(|e| Error::config(format!("malformed URL {shown}: {e}")))?;
@@ -163,7 +169,7 @@ pub fn with_password(url: &str, password: &str) -> Result<String> {
     );
     if !server || parsed.set_password(Some(password)).is_err() {
         return Err(Error::config(format!(
-            "a password applies to redis://, postgres:// and mysql:// URLs, not to {shown}"
+            "a password applies to redis://, postgres://, mysql:// and etcd:// URLs, not to {shown}"
         )));
     }
     Ok(parsed.to_string())

@@ -116,6 +116,29 @@ impl EtcdUrl {
     }
 }
 
+/// `url` (`etcd://` or `etcds://`) with its user's password set to `password`.
+pub(crate) fn with_password(url: &str, password: &str) -> Result<String> {
+    let shown = redact_url(url);
+    let Some((scheme, rest)) = url.split_once("://") else {
+        return Err(Error::config(format!("{shown} is not an etcd:// URL")));
+    };
+    let authority_end = rest.find('/').unwrap_or(rest.len());
+    let (authority, path) = rest.split_at(authority_end);
+    let Some((userinfo, hosts)) = authority.rsplit_once('@') else {
+        return Err(Error::config(format!(
+            "{shown}: a password for etcd needs a user in the URL (etcd://user@host)"
+        )));
+    };
+    let user = userinfo.split_once(':').map_or(userinfo, |(user, _)| user);
+    const USERINFO: &percent_encoding::AsciiSet = &percent_encoding::NON_ALPHANUMERIC
+        .remove(b'-')
+        .remove(b'.')
+        .remove(b'_')
+        .remove(b'~');
+    let password = percent_encoding::utf8_percent_encode(password, USERINFO);
+    Ok(format!("{scheme}://{user}:{password}@{hosts}{path}"))
+}
+
 /// `http://host:port` for one member of the URL (`host`, `host:port`, `[v6]`, `[v6]:port`).
 fn endpoint(member: &str, shown: &str) -> Result<String> {
     let bad = |why: &str| Error::config(format!("{shown}: member {member:?} {why}"));

@@ -203,6 +203,9 @@ mod tests {
     /// Stored names are fixed: two versions of lockwise must share one line.
     #[test]
     fn waiter_keys_are_named_after_the_lock_and_a_nul() {
-        assert_eq!(waiter_prefix("lockwise/", "a/b"), b"lockwise/wait/a/b\0".to_vec());
+        assert_eq!(
+            waiter_prefix("lockwise/", "a/b"),
+            b"lockwise/wait/a/b\0".to_vec()
+        );
     }
 }

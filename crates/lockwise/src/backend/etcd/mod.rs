@@ -153,7 +153,7 @@ impl EtcdBackend {
         tokio::time::timeout(CALL_TIMEOUT + ATTEMPT_TIMEOUT, probe)
             .await
             .map_err(|_| unreachable(&backend.inner.shown, &"no member answered within 3 s"))?
-            .map_err(|e| unreachable(&backend.inner.shown, &e))?;
+            .map_err(|e| unreachable(&backend.inner.shown, &explained(&e)))?;
         Ok(backend)
     }
 
@@ -205,6 +205,14 @@ impl EtcdBackend {
             };
             match answer {
                 Ok(answer) => return Ok(answer),
+                // The server forgot the client's auth token (it does after `--auth-token-ttl`
+                // idle, 5 minutes by default): authenticate again and send the call again.
+                Err(e) if token_expired(&e) && Instant::now() + pause < until => {
+                    let (_, client) = self.inner.members.current().await;
+                    if let Ok(client) = client {
+                        client.refresh_token().await?;
+                    }
+                }
                 Err(e) if transient(&e) && Instant::now() + pause < until => {
                     tracing::debug!(error = %e, member, "etcd: a call failed, sending it to the next member");
                     self.inner.members.failed(member);
@@ -282,6 +290,28 @@ fn transient(e: &etcd_client::Error) -> bool {
                 | tonic::Code::Cancelled
         ),
         _ => false,
+    }
+}
+
+/// Whether a call was refused because the server no longer knows the client's auth token.
+fn token_expired(e: &etcd_client::Error) -> bool {
+    matches!(e, etcd_client::Error::GRpcStatus(status)
+        if status.code() == tonic::Code::Unauthenticated
+            && status.message().contains("invalid auth token"))
+}
+
+/// A connect error, with what to do about the authentication ones.
+fn explained(e: &etcd_client::Error) -> String {
+    let text = e.to_string();
+    if text.contains("user name is empty") {
+        format!(
+            "{text} (the server requires authentication: etcd://user:password@… or \
+             etcd://user@… with --password-file)"
+        )
+    } else if text.contains("authentication failed") {
+        format!("{text} (check the user and the password)")
+    } else {
+        text
     }
 }
 
