@@ -7,12 +7,14 @@
 //! fails with a message naming `scripts/services`. It never skips.
 
 pub mod conformance;
+pub mod etcd_cluster;
 pub mod flaky;
 pub mod harness;
 pub mod proxy;
 pub mod servers;
 
-pub use servers::{EtcdCluster, MariaDbServer, PgServer};
+pub use etcd_cluster::{EtcdCluster, EtcdTlsFiles};
+pub use servers::{MariaDbServer, PgServer};
 
 use std::io::{BufRead, BufReader, Read, Write};
 use std::net::{TcpListener, TcpStream};

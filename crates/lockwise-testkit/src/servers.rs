@@ -1,5 +1,6 @@
 //! Private PostgreSQL and MariaDB servers on spare ports, for the fault tests that crash a
-//! server: [`PgServer`] and [`MariaDbServer`]; and [`EtcdCluster`], several etcd members. Each lives in a temporary data directory, is
+//! server: [`PgServer`] and [`MariaDbServer`] (and, in `etcd_cluster`, several etcd members).
+//! Each lives in a temporary data directory, is
 //! killed on drop, and can be crashed (no clean shutdown, no checkpoint) and started again on
 //! the same port with the same data, as after a power cut of the database machine. The
 //! binaries are the ones `scripts/services` installs.
@@ -253,13 +254,13 @@ impl MariaDbServer {
 /// A server's process, stopped on drop with `signal` (SIGQUIT is PostgreSQL's immediate
 /// shutdown; SIGKILL a crash).
 #[derive(Debug)]
-struct ServerProcess {
-    child: Option<Child>,
+pub(crate) struct ServerProcess {
+    pub(crate) child: Option<Child>,
     signal: Signal,
 }
 
 impl ServerProcess {
-    fn new(signal: Signal) -> Self {
+    pub(crate) fn new(signal: Signal) -> Self {
         ServerProcess {
             child: None,
             signal,
@@ -267,7 +268,7 @@ impl ServerProcess {
     }
 
     /// Sends the signal and waits for the process to exit.
-    fn stop(&mut self) {
+    pub(crate) fn stop(&mut self) {
         if let Some(mut child) = self.child.take() {
             let pid = Pid::from_raw(i32::try_from(child.id()).unwrap_or(0));
             let _ = kill(pid, self.signal);
@@ -283,7 +284,7 @@ impl Drop for ServerProcess {
 }
 
 /// Waits up to 30 s for `ready`, polling every 20 ms.
-fn wait_ready(what: &str, port: u16, ready: impl Fn() -> bool) {
+pub(crate) fn wait_ready(what: &str, port: u16, ready: impl Fn() -> bool) {
     let until = Instant::now() + Duration::from_secs(30);
     while Instant::now() < until {
         if ready() {
@@ -292,211 +293,4 @@ fn wait_ready(what: &str, port: u16, ready: impl Fn() -> bool) {
         thread::sleep(Duration::from_millis(20));
     }
     panic!("private {what} on port {port} did not start");
-}
-
-/// A private etcd cluster of `n` members on spare loopback ports, each with its own data
-/// directory, for the fault tests: kill and restart a member or all, find the leader. A 50 ms
-/// heartbeat and a 500 ms election timeout (a new leader within about a second; the shortest
-/// lease 1 s). Killed on drop.
-#[derive(Debug)]
-pub struct EtcdCluster {
-    members: Vec<EtcdMember>,
-    initial: String,
-    settings: Vec<String>,
-    dir: tempfile::TempDir,
-}
-
-#[derive(Debug)]
-struct EtcdMember {
-    name: String,
-    client: u16,
-    peer: u16,
-    process: ServerProcess,
-}
-
-impl EtcdCluster {
-    /// Starts `n` members and waits until every one answers.
-    pub fn start(n: usize) -> Self {
-        Self::start_with(n, &[])
-    }
-
-    /// [`start`](Self::start), with more command-line `settings` for every member.
-    pub fn start_with(n: usize, settings: &[&str]) -> Self {
-        let dir = tempfile::tempdir().unwrap_or_else(|e| panic!("tempdir: {e}"));
-        let members: Vec<EtcdMember> = (0..n)
-            .map(|i| EtcdMember {
-                name: format!("m{i}"),
-                client: free_port(),
-                peer: free_port(),
-                process: ServerProcess::new(Signal::SIGKILL),
-            })
-            .collect();
-        let initial = members
-            .iter()
-            .map(|m| format!("{}=http://127.0.0.1:{}", m.name, m.peer))
-            .collect::<Vec<_>>()
-            .join(",");
-        let mut cluster = EtcdCluster {
-            members,
-            initial,
-            settings: settings.iter().map(|s| (*s).to_owned()).collect(),
-            dir,
-        };
-        for i in 0..n {
-            cluster.launch(i);
-        }
-        for i in 0..n {
-            cluster.wait_healthy(i);
-        }
-        cluster
-    }
-
-    fn launch(&mut self, i: usize) {
-        let member = &self.members[i];
-        let data = self.dir.path().join(&member.name);
-        let client = format!("http://127.0.0.1:{}", member.client);
-        let peer = format!("http://127.0.0.1:{}", member.peer);
-        let child = Command::new("etcd")
-            .args(["--name", &member.name, "--data-dir"])
-            .arg(&data)
-            .args([
-                "--listen-client-urls",
-                &client,
-                "--advertise-client-urls",
-                &client,
-            ])
-            .args([
-                "--listen-peer-urls",
-                &peer,
-                "--initial-advertise-peer-urls",
-                &peer,
-            ])
-            .args(["--initial-cluster", &self.initial])
-            .args(["--initial-cluster-token", "lockwise-test"])
-            .args(["--heartbeat-interval", "50", "--election-timeout", "500"])
-            .args(&self.settings)
-            .stdout(Stdio::null())
-            .stderr(Stdio::null())
-            .spawn()
-            .unwrap_or_else(|e| panic!("etcd: {e}; run scripts/services"));
-        self.members[i].process.child = Some(child);
-    }
-
-    fn wait_healthy(&self, i: usize) {
-        let endpoint = self.endpoint(i);
-        wait_ready("etcd", self.members[i].client, || {
-            Command::new("etcdctl")
-                .env("ETCDCTL_API", "3")
-                .args([
-                    &format!("--endpoints={endpoint}"),
-                    "--dial-timeout=1s",
-                    "endpoint",
-                    "health",
-                ])
-                .stdout(Stdio::null())
-                .stderr(Stdio::null())
-                .status()
-                .is_ok_and(|s| s.success())
-        });
-    }
-
-    /// `127.0.0.1:PORT` of member `i`.
-    pub fn endpoint(&self, i: usize) -> String {
-        format!("127.0.0.1:{}", self.members[i].client)
-    }
-
-    /// `etcd://` with every member, under `prefix`.
-    pub fn url(&self, prefix: &str) -> String {
-        let members: Vec<String> = (0..self.members.len()).map(|i| self.endpoint(i)).collect();
-        format!("etcd://{}/{prefix}", members.join(","))
-    }
-
-    /// The member that leads, as the members that answer see it (up to 10 s for an election).
-    pub fn leader(&self) -> usize {
-        let until = Instant::now() + Duration::from_secs(10);
-        while Instant::now() < until {
-            for i in 0..self.members.len() {
-                if self.members[i].process.child.is_none() {
-                    continue;
-                }
-                let out = Command::new("etcdctl")
-                    .env("ETCDCTL_API", "3")
-                    .args([
-                        &format!("--endpoints={}", self.endpoint(i)),
-                        "--dial-timeout=1s",
-                        "--command-timeout=1s",
-                        "endpoint",
-                        "status",
-                        "-w",
-                        "simple",
-                    ])
-                    .output();
-                // "127.0.0.1:PORT, ID, VERSION, SIZE, IS_LEADER, IS_LEARNER, …"
-                if let Ok(out) = out
-                    && String::from_utf8_lossy(&out.stdout)
-                        .split(", ")
-                        .nth(4)
-                        .is_some_and(|leader| leader.trim() == "true")
-                {
-                    return i;
-                }
-            }
-            thread::sleep(Duration::from_millis(50));
-        }
-        panic!("no etcd member leads");
-    }
-
-    /// Turns on authentication: user `root` (etcd's superuser role) with `password`, and no
-    /// access for anyone else.
-    pub fn enable_auth(&self, password: &str) {
-        let endpoint = self.endpoint(0);
-        let run = |args: &[&str]| {
-            let out = Command::new("etcdctl")
-                .env("ETCDCTL_API", "3")
-                .arg(format!("--endpoints={endpoint}"))
-                .args(args)
-                .output()
-                .unwrap_or_else(|e| panic!("etcdctl: {e}; run scripts/services"));
-            assert!(
-                out.status.success(),
-                "etcdctl {args:?}: {}",
-                String::from_utf8_lossy(&out.stderr)
-            );
-        };
-        run(&[
-            "user",
-            "add",
-            &format!("root:{password}"),
-            "--interactive=false",
-        ]);
-        run(&["user", "grant-role", "root", "root"]);
-        run(&["auth", "enable"]);
-    }
-
-    /// Kills member `i` (SIGKILL: no goodbye to its peers).
-    pub fn kill(&mut self, i: usize) {
-        self.members[i].process.stop();
-    }
-
-    /// Starts a killed member again on its data (it rejoins the cluster); no-op if it runs.
-    pub fn restart(&mut self, i: usize) {
-        if self.members[i].process.child.is_none() {
-            self.launch(i);
-            self.wait_healthy(i);
-        }
-    }
-
-    /// Kills every member, then starts them all again on their data: a whole-cluster restart
-    /// (a member's health needs a quorum, so they start together).
-    pub fn restart_all(&mut self) {
-        for i in 0..self.members.len() {
-            self.kill(i);
-        }
-        for i in 0..self.members.len() {
-            self.launch(i);
-        }
-        for i in 0..self.members.len() {
-            self.wait_healthy(i);
-        }
-    }
 }

@@ -4,7 +4,7 @@ use std::path::PathBuf;
 
 use crate::error::{Error, Result};
 
-pub use etcd::EtcdUrl;
+pub use etcd::{EtcdTls, EtcdUrl};
 
 pub(crate) mod etcd;
 

@@ -137,10 +137,13 @@ impl EtcdBackend {
         if let Some((user, password)) = &url.credentials {
             options = options.with_user(user.clone(), password.clone());
         }
+        if let Some(tls) = &url.tls {
+            options = options.with_tls(tls_options(tls, &shown)?);
+        }
         let backend = EtcdBackend {
             inner: Arc::new(Inner {
                 members: Members::new(&url.endpoints, options, ATTEMPT_TIMEOUT),
-                prefix: url.prefix,
+                prefix: url.prefix.clone(),
                 shown,
                 sessions: Sessions::default(),
             }),
@@ -153,7 +156,7 @@ impl EtcdBackend {
         tokio::time::timeout(CALL_TIMEOUT + ATTEMPT_TIMEOUT, probe)
             .await
             .map_err(|_| unreachable(&backend.inner.shown, &"no member answered within 3 s"))?
-            .map_err(|e| unreachable(&backend.inner.shown, &explained(&e)))?;
+            .map_err(|e| unreachable(&backend.inner.shown, &explained(&e, &url)))?;
         Ok(backend)
     }
 
@@ -279,6 +282,9 @@ impl EtcdBackend {
 /// Whether a failed call may succeed if sent again: its member is gone or unreachable
 /// (another one answers), or the cluster has no leader for the moment (an election).
 fn transient(e: &etcd_client::Error) -> bool {
+    if untrusted(e) || certificate_refused(e) {
+        return false;
+    }
     match e {
         etcd_client::Error::TransportError(_) | etcd_client::Error::IoError(_) => true,
         etcd_client::Error::GRpcStatus(status) => matches!(
@@ -300,19 +306,58 @@ fn token_expired(e: &etcd_client::Error) -> bool {
             && status.message().contains("invalid auth token"))
 }
 
-/// A connect error, with what to do about the authentication ones.
-fn explained(e: &etcd_client::Error) -> String {
-    let text = e.to_string();
-    if text.contains("user name is empty") {
-        format!(
-            "{text} (the server requires authentication: etcd://user:password@… or \
-             etcd://user@… with --password-file)"
-        )
-    } else if text.contains("authentication failed") {
-        format!("{text} (check the user and the password)")
-    } else {
-        text
+/// The TLS settings of an `etcds://` URL, its files read.
+fn tls_options(tls: &crate::url::EtcdTls, shown: &str) -> Result<etcd_client::TlsOptions> {
+    let read = |path: &std::path::Path| {
+        std::fs::read(path)
+            .map_err(|e| Error::config(format!("{shown}: cannot read {}: {e}", path.display())))
+    };
+    let mut options = etcd_client::TlsOptions::new();
+    options = match &tls.ca {
+        Some(ca) => options.ca_certificate(etcd_client::Certificate::from_pem(read(ca)?)),
+        None => options.with_native_roots(),
+    };
+    if let Some((cert, key)) = &tls.identity {
+        options = options.identity(etcd_client::Identity::from_pem(read(cert)?, read(key)?));
     }
+    Ok(options)
+}
+
+/// A connect error, with what to do about it where the cause is likely.
+fn explained(e: &etcd_client::Error, url: &EtcdUrl) -> String {
+    let text = e.to_string();
+    let hint = if text.contains("user name is empty") {
+        "the server requires authentication: etcd://user:password@… or etcd://user@… with \
+         --password-file"
+    } else if text.contains("authentication failed") {
+        "check the user and the password"
+    } else if untrusted(e) {
+        "the members' certificate is not signed by a CA this client trusts: give it with \
+         ca=PATH"
+    } else if certificate_refused(e) {
+        "the members require a client certificate signed by their CA: cert=PATH&key=PATH"
+    } else if !transient(e) {
+        return text;
+    } else if url.tls.is_none() {
+        "if the members speak TLS, use etcds://"
+    } else if url.tls.as_ref().is_some_and(|tls| tls.identity.is_none()) {
+        "if the members require client certificates, add cert=PATH&key=PATH"
+    } else {
+        return text;
+    };
+    format!("{text} ({hint})")
+}
+
+/// Whether a call failed because the member's certificate was not trusted (sending it again
+/// will not help).
+fn untrusted(e: &etcd_client::Error) -> bool {
+    e.to_string().contains("invalid peer certificate")
+}
+
+/// Whether the member refused the client's certificate, or its absence.
+fn certificate_refused(e: &etcd_client::Error) -> bool {
+    let text = e.to_string();
+    text.contains("BadCertificate") || text.contains("CertificateRequired")
 }
 
 fn unreachable(shown: &str, why: &dyn std::fmt::Display) -> Error {
