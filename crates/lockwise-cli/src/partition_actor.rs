@@ -48,6 +48,9 @@ pub(crate) struct ActorArgs {
     /// PostgreSQL: the schema of the fences (default `lockwise`)
     #[arg(long)]
     schema: Option<String>,
+    /// etcd: the directory of the fenced files (etcd holds no fenced value of its own)
+    #[arg(long)]
+    fence_dir: Option<std::path::PathBuf>,
 }
 
 /// The fenced file of `resource` in the lock directory `dir`.
@@ -56,7 +59,7 @@ pub(crate) fn fenced_file(dir: &std::path::Path, resource: &str) -> FencedFile {
 }
 
 /// Where the fenced writes go: the Redis fenced value, the PostgreSQL fence row or a fenced
-/// file of `<group>/key/<k>`.
+/// file of `<group>/key/<k>` (in the lock directory, or `--fence-dir` on etcd).
 #[derive(Clone)]
 enum Fence {
     Redis(lockwise::backend::redis::RedisBackend),
@@ -66,7 +69,11 @@ enum Fence {
 }
 
 impl Fence {
-    async fn open(url: &str, schema: Option<&str>) -> lockwise::Result<Fence> {
+    async fn open(
+        url: &str,
+        schema: Option<&str>,
+        fence_dir: Option<&std::path::Path>,
+    ) -> lockwise::Result<Fence> {
         Ok(match BackendUrl::parse(url)? {
             BackendUrl::Redis(url) => {
                 Fence::Redis(lockwise::backend::redis::RedisBackend::connect(&url).await?)
@@ -78,9 +85,18 @@ impl Fence {
                 Fence::Postgres(fence)
             }
             BackendUrl::File(dir) => Fence::File(dir),
+            BackendUrl::Etcd(_) => match fence_dir {
+                Some(dir) => Fence::File(dir.to_owned()),
+                None => {
+                    return Err(Error::InvalidConfig {
+                        reason: "partition-actor on etcd needs --fence-dir".into(),
+                    });
+                }
+            },
             _ => {
                 return Err(Error::InvalidConfig {
-                    reason: "partition-actor needs file://, redis:// or postgres://".into(),
+                    reason: "partition-actor needs file://, redis://, postgres:// or etcd://"
+                        .into(),
                 });
             }
         })
@@ -180,7 +196,7 @@ pub(crate) async fn run(args: ActorArgs) -> u8 {
 }
 
 async fn actor(args: ActorArgs) -> lockwise::Result<u8> {
-    let fence = Fence::open(&args.url, args.schema.as_deref()).await?;
+    let fence = Fence::open(&args.url, args.schema.as_deref(), args.fence_dir.as_deref()).await?;
     let group = Group::connect(&args.url, &args.group).await?;
     let member = group
         .join(&MemberOptions::ttl(args.ttl).id(&args.id))

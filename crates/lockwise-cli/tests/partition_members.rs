@@ -37,8 +37,9 @@ struct Actor {
 }
 
 impl Actor {
-    fn start(url: &str, group: &str, id: &str) -> Actor {
-        let mut child = Command::new(BIN)
+    fn start(url: &str, group: &str, id: &str, fence_dir: Option<&std::path::Path>) -> Actor {
+        let mut command = Command::new(BIN);
+        command
             .args([
                 "partition-actor",
                 "--url",
@@ -48,7 +49,11 @@ impl Actor {
                 "--id",
                 id,
             ])
-            .args(["--keys", &KEYS.to_string(), "--ttl", "1s"])
+            .args(["--keys", &KEYS.to_string(), "--ttl", "1s"]);
+        if let Some(dir) = fence_dir {
+            command.arg("--fence-dir").arg(dir);
+        }
+        let mut child = command
             .stdout(Stdio::piped())
             .stderr(Stdio::inherit())
             .spawn()
@@ -172,9 +177,9 @@ fn moved(before: &BTreeMap<u32, String>, after: &BTreeMap<u32, String>) -> Vec<u
         .collect()
 }
 
-fn scenario(server: &str, url: &str, group: &str) {
+fn scenario(server: &str, url: &str, group: &str, fence_dir: Option<&std::path::Path>) {
     let mut actors: Vec<Actor> = (0..4)
-        .map(|i| Actor::start(url, group, &format!("m{i}")))
+        .map(|i| Actor::start(url, group, &format!("m{i}"), fence_dir))
         .collect();
     let started = Instant::now();
     let live: Vec<&Actor> = actors.iter().collect();
@@ -196,7 +201,7 @@ fn scenario(server: &str, url: &str, group: &str) {
 
     // A fifth member takes about 1/5 of the keys, all of them to itself.
     let joined = Instant::now();
-    actors.push(Actor::start(url, group, "m4"));
+    actors.push(Actor::start(url, group, "m4", fence_dir));
     let live: Vec<&Actor> = actors.iter().collect();
     let (g2, owners2) = settled(&live, 5);
     let join_time = joined.elapsed();
@@ -391,7 +396,7 @@ fn stale_accepted(writes: &[TimedWrite]) -> Vec<String> {
 fn partition_members_on_redis() {
     let ns = RedisNamespace::new("partition-members");
     let group = ns.prefix().to_owned();
-    scenario("redis", ns.url(), &group);
+    scenario("redis", ns.url(), &group, None);
     for start in ["lockwise:{", "lockwise:partition:{", "lockwise:fenced:{"] {
         ns.delete_matching(&format!("{start}{group}"));
     }
@@ -400,5 +405,18 @@ fn partition_members_on_redis() {
 #[test]
 fn partition_members_on_postgres() {
     let db = PgDatabase::postgres("partition_members");
-    scenario("postgres", &db.url(), "orders");
+    scenario("postgres", &db.url(), "orders", None);
+}
+
+/// On etcd, the fenced writes go to fenced files (etcd holds no fenced value of its own).
+#[cfg(feature = "etcd")]
+#[test]
+fn partition_members_on_etcd() {
+    let fences = tempfile::tempdir().unwrap();
+    let group = lockwise_testkit::unique("partition-members");
+    let url = format!(
+        "{}/{group}/",
+        lockwise_testkit::etcd_url().trim_end_matches('/')
+    );
+    scenario("etcd", &url, "orders", Some(fences.path()));
 }
