@@ -11,9 +11,11 @@ pub mod etcd_cluster;
 pub mod flaky;
 pub mod harness;
 pub mod proxy;
+pub mod sentinel_group;
 pub mod servers;
 
 pub use etcd_cluster::{EtcdCluster, EtcdTlsFiles};
+pub use sentinel_group::SentinelGroup;
 pub use servers::{MariaDbServer, PgServer};
 
 use std::io::{BufRead, BufReader, Read, Write};

@@ -5,8 +5,10 @@ use std::path::PathBuf;
 use crate::error::{Error, Result};
 
 pub use etcd::{EtcdTls, EtcdUrl};
+pub use sentinel::SentinelUrl;
 
 pub(crate) mod etcd;
+mod sentinel;
 
 /// The backend a URL names. Its `Debug` form hides passwords.
 #[derive(Clone, PartialEq, Eq)]
@@ -16,7 +18,7 @@ pub enum BackendUrl {
     Memory,
     /// `file:///absolute/dir` — processes on one machine.
     File(PathBuf),
-    /// `redis://…` or `rediss://…`.
+    /// `redis://…`, `rediss://…` or `redis+sentinel://…`.
     Redis(String),
     /// `postgres://…` or `postgresql://…`: session-scoped advisory locks.
     Postgres(String),
@@ -103,6 +105,10 @@ impl BackendUrl {
             EtcdUrl::parse(raw)?;
             return Ok(BackendUrl::Etcd(raw.to_owned()));
         }
+        if raw.starts_with("redis+sentinel://") {
+            SentinelUrl::parse(raw)?;
+            return Ok(BackendUrl::Redis(raw.to_owned()));
+        }
         let url = url::Url::parse(raw)
             .map_err(|e| Error::config(format!("malformed URL {shown}: {e}")))?;
         match url.scheme() {
@@ -154,11 +160,16 @@ impl BackendUrl {
 /// assert!(lockwise::url::with_password("file:///tmp/locks", "x").is_err());
 /// let etcd = lockwise::url::with_password("etcd://app@10.0.0.1,10.0.0.2/billing", "p@ss").unwrap();
 /// assert_eq!(etcd, "etcd://app:p%40ss@10.0.0.1,10.0.0.2/billing");
+/// let sentinel = lockwise::url::with_password("redis+sentinel://h1,h2/orders", "pw").unwrap();
+/// assert_eq!(sentinel, "redis+sentinel://:pw@h1,h2/orders");
 /// ```
 pub fn with_password(url: &str, password: &str) -> Result<String> {
     if url.starts_with("etcd://") || url.starts_with("etcds://") {
         // Several hosts, which no URL parser takes.
         return etcd::with_password(url, password);
+    }
+    if url.starts_with("redis+sentinel://") {
+        return sentinel::with_password(url, password);
     }
     let shown = redact_url(url);
     let mut parsed = url::Url::parse(&encode_userinfo(url))

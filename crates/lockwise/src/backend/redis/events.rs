@@ -13,7 +13,8 @@ use super::super::ReleaseWatch;
 
 pub(super) enum EventsState {
     NotYet,
-    Open(Events),
+    /// Open on the primary of this generation (always 0 without sentinels).
+    Open(Events, u64),
     Failed(std::time::Instant),
 }
 

@@ -25,12 +25,16 @@ use async_trait::async_trait;
 use redis::aio::{ConnectionManager, ConnectionManagerConfig};
 use redis::{Client, ProtocolVersion, Script};
 
+pub(crate) use conn::Conn;
+use conn::Primary;
+
 use super::{Attempt, Backend, ReleaseWatch};
 use crate::error::{Error, Result};
 use crate::lease::{FencingToken, OwnerToken};
 use crate::url::redact_url;
 use events::{Events, EventsState};
 
+mod conn;
 mod events;
 
 static ACQUIRE: LazyLock<Script> =
@@ -59,12 +63,21 @@ pub struct RedisBackend {
 }
 
 struct Inner {
-    conn: ConnectionManager,
-    client: Client,
+    target: Target,
     prefix: String,
     redacted_url: String,
     /// The pub/sub connection for waiters, opened on first use.
     events: tokio::sync::Mutex<EventsState>,
+}
+
+/// Where commands go: one server, or the primary a group of sentinels names.
+enum Target {
+    Direct {
+        conn: ConnectionManager,
+        /// For the waiters' pub/sub connection (RESP3).
+        events: Box<Client>,
+    },
+    Sentinel(Arc<Primary>),
 }
 
 impl std::fmt::Debug for RedisBackend {
@@ -134,18 +147,38 @@ impl RedisBuilder {
                 self.prefix
             )));
         }
-        let client = self.client(ProtocolVersion::RESP2)?;
         let config = ConnectionManagerConfig::new()
             .set_connection_timeout(Some(Duration::from_secs(2)))
             .set_response_timeout(Some(Duration::from_secs(2)))
             .set_number_of_retries(1);
-        let connect = async {
-            let mut conn = ConnectionManager::new_with_config(client.clone(), config).await?;
-            redis::cmd("PING").query_async::<String>(&mut conn).await?;
-            Ok::<_, redis::RedisError>(conn)
+        // One server's clients, or the sentinels' URL.
+        let server = if self.url.starts_with("redis+sentinel://") {
+            Err(crate::url::SentinelUrl::parse(&self.url)?)
+        } else {
+            Ok((
+                self.client(ProtocolVersion::RESP2)?,
+                self.client(ProtocolVersion::RESP3)?,
+            ))
         };
-        let conn = match tokio::time::timeout(CONNECT_TIMEOUT, connect).await {
-            Ok(Ok(conn)) => conn,
+        let connect = async {
+            let target = match server {
+                Ok((client, events)) => Target::Direct {
+                    conn: ConnectionManager::new_with_config(client, config).await?,
+                    events: Box::new(events),
+                },
+                Err(sentinels) => Target::Sentinel(
+                    Primary::connect(&sentinels, ProtocolVersion::RESP2, config).await?,
+                ),
+            };
+            let mut conn = match &target {
+                Target::Direct { conn, .. } => Conn::Direct(conn.clone()),
+                Target::Sentinel(primary) => primary.conn(),
+            };
+            redis::cmd("PING").query_async::<String>(&mut conn).await?;
+            Ok::<_, redis::RedisError>(target)
+        };
+        let target = match tokio::time::timeout(CONNECT_TIMEOUT, connect).await {
+            Ok(Ok(target)) => target,
             Ok(Err(e)) => {
                 return Err(Error::backend(
                     "redis",
@@ -160,11 +193,9 @@ impl RedisBuilder {
                 ));
             }
         };
-        let events_client = self.client(ProtocolVersion::RESP3)?;
         Ok(RedisBackend {
             inner: Arc::new(Inner {
-                conn,
-                client: events_client,
+                target,
                 prefix: self.prefix,
                 redacted_url,
                 events: tokio::sync::Mutex::new(EventsState::NotYet),
@@ -391,8 +422,11 @@ impl RedisBackend {
         format!("{}:partition:{{{group}}}", self.inner.prefix)
     }
 
-    pub(crate) fn conn(&self) -> ConnectionManager {
-        self.inner.conn.clone()
+    pub(crate) fn conn(&self) -> Conn {
+        match &self.inner.target {
+            Target::Direct { conn, .. } => Conn::Direct(conn.clone()),
+            Target::Sentinel(primary) => primary.conn(),
+        }
     }
 
     pub(crate) fn fail(&self, what: &str, e: redis::RedisError) -> Error {
@@ -404,18 +438,27 @@ impl RedisBackend {
     }
 
     /// The waiters' pub/sub connection; after a failure to open it, waiters poll and the next
-    /// attempt to open it is made no sooner than 5 s later.
+    /// attempt to open it is made no sooner than 5 s later. Behind sentinels it is opened
+    /// again on the new primary after a failover.
     async fn events(&self) -> Option<Events> {
+        let primary = match &self.inner.target {
+            Target::Direct { .. } => 0,
+            Target::Sentinel(primary) => primary.generation(),
+        };
         let mut state = self.inner.events.lock().await;
         match &*state {
-            EventsState::Open(events) => return Some(events.clone()),
+            EventsState::Open(events, of) if *of == primary => return Some(events.clone()),
             EventsState::Failed(at) if at.elapsed() < Duration::from_secs(5) => return None,
             _ => {}
         }
-        let connect = Events::connect(self.inner.client.clone());
+        let client = match &self.inner.target {
+            Target::Direct { events, .. } => Ok(Client::clone(events)),
+            Target::Sentinel(primary) => primary.events_client(),
+        };
+        let connect = async move { Events::connect(client?).await };
         match tokio::time::timeout(CONNECT_TIMEOUT, connect).await {
             Ok(Ok(events)) => {
-                *state = EventsState::Open(events.clone());
+                *state = EventsState::Open(events.clone(), primary);
                 Some(events)
             }
             failed => {
