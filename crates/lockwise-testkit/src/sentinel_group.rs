@@ -138,6 +138,24 @@ impl SentinelGroup {
         self.wait_for_new_primary(old, started)
     }
 
+    /// Freezes (SIGSTOP) or thaws (SIGCONT) the server that is not the primary.
+    pub fn freeze_replica(&self, frozen: bool) {
+        let primary = self.primary_port();
+        for (port, process) in &self.servers {
+            if *port != primary
+                && let Some(child) = &process.child
+            {
+                let pid = nix::unistd::Pid::from_raw(i32::try_from(child.id()).unwrap_or(0));
+                let signal = if frozen {
+                    Signal::SIGSTOP
+                } else {
+                    Signal::SIGCONT
+                };
+                let _ = nix::sys::signal::kill(pid, signal);
+            }
+        }
+    }
+
     fn wait_for_new_primary(&self, old: u16, since: Instant) -> Duration {
         let until = Instant::now() + Duration::from_secs(20);
         while Instant::now() < until {

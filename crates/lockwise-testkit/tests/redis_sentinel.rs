@@ -221,3 +221,43 @@ async fn a_lock_follows_the_primary_through_a_graceful_failover() {
     held.extend(Duration::from_secs(5)).await.unwrap();
     assert!(held.release().await.unwrap());
 }
+
+/// `?replicas=1`: a grant waits for the replica. With the replica frozen, the grant is given
+/// back and reported as a failure, and the lock is free; the cost of the wait is printed.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn replicas_one_waits_for_the_replica_or_gives_the_grant_back() {
+    let group = SentinelGroup::start();
+    let plain = Locker::connect(&group.url()).await.unwrap();
+    let waiting = Locker::connect(&format!("{}?replicas=1", group.url()))
+        .await
+        .unwrap();
+    let opts = LockOptions::ttl(Duration::from_secs(2));
+    let mut rates = Vec::new();
+    for locker in [&plain, &waiting] {
+        let started = Instant::now();
+        let mut cycles = 0u32;
+        while started.elapsed() < Duration::from_millis(1_000) {
+            let guard = locker.try_acquire("cost", &opts).await.unwrap().unwrap();
+            assert!(guard.release().await.unwrap());
+            cycles += 1;
+        }
+        rates.push(f64::from(cycles) / started.elapsed().as_secs_f64());
+    }
+    eprintln!(
+        "acquire+release: {:.0}/s without replicas, {:.0}/s with replicas(1) ({:.2}x)",
+        rates[0],
+        rates[1],
+        rates[1] / rates[0]
+    );
+
+    group.freeze_replica(true);
+    let refused = waiting.try_acquire("k", &opts).await;
+    group.freeze_replica(false);
+    let Err(e) = refused else {
+        panic!("granted without the replica: {refused:?}");
+    };
+    eprintln!("with the replica frozen: {e}");
+    assert!(e.to_string().contains("0 of 1 replicas"), "{e}");
+    let free = plain.try_acquire("k", &opts).await.unwrap();
+    assert!(free.is_some(), "the unreplicated grant was given back");
+}

@@ -65,6 +65,8 @@ pub struct RedisBackend {
 struct Inner {
     target: Target,
     prefix: String,
+    /// Replicas that must acknowledge a grant or a renewal (`WAIT`), 0 for none.
+    replicas: u32,
     redacted_url: String,
     /// The pub/sub connection for waiters, opened on first use.
     events: tokio::sync::Mutex<EventsState>,
@@ -106,6 +108,7 @@ pub struct RedisBuilder {
     url: String,
     prefix: String,
     root_cert: Option<Vec<u8>>,
+    replicas: Option<u32>,
 }
 
 impl std::fmt::Debug for RedisBuilder {
@@ -124,6 +127,18 @@ impl RedisBuilder {
         self
     }
 
+    /// Makes each grant and each renewal wait (`WAIT`) until `n` replicas have it, for up to a
+    /// quarter of the TTL (at most 1 s). A grant that fewer replicas acknowledged is released
+    /// and reported as a backend failure (waiters try again); a renewal that fewer replicas
+    /// acknowledged fails (the renewal loop tries again, and the lock is lost at its deadline
+    /// if none succeeds). It shrinks what a failover can lose to what `n` replicas all missed,
+    /// at the cost of a replication round trip per grant and renewal. The URL's
+    /// `?replicas=n` does the same.
+    pub fn replicas(mut self, n: u32) -> Self {
+        self.replicas = Some(n);
+        self
+    }
+
     /// Trust this PEM root certificate for `rediss://` instead of the system's store (which
     /// honours `SSL_CERT_FILE`).
     pub fn tls_root_cert(mut self, pem: impl Into<Vec<u8>>) -> Self {
@@ -137,14 +152,17 @@ impl RedisBuilder {
     ///
     /// Dropping the future closes whatever connection it opened; nothing is stored.
     pub async fn connect(self) -> Result<RedisBackend> {
-        let redacted_url = redact_url(&self.url);
-        if self.prefix.is_empty()
-            || self.prefix.contains(['{', '}'])
-            || self.prefix.chars().any(char::is_control)
+        let (url, from_url) = take_replicas(&self.url)?;
+        let replicas = self.replicas.or(from_url).unwrap_or(0);
+        let this = RedisBuilder { url, ..self };
+        let redacted_url = redact_url(&this.url);
+        if this.prefix.is_empty()
+            || this.prefix.contains(['{', '}'])
+            || this.prefix.chars().any(char::is_control)
         {
             return Err(Error::config(format!(
                 "invalid Redis key prefix {:?}: it must be non-empty, without braces or control characters",
-                self.prefix
+                this.prefix
             )));
         }
         let config = ConnectionManagerConfig::new()
@@ -152,12 +170,12 @@ impl RedisBuilder {
             .set_response_timeout(Some(Duration::from_secs(2)))
             .set_number_of_retries(1);
         // One server's clients, or the sentinels' URL.
-        let server = if self.url.starts_with("redis+sentinel://") {
-            Err(crate::url::SentinelUrl::parse(&self.url)?)
+        let server = if this.url.starts_with("redis+sentinel://") {
+            Err(crate::url::SentinelUrl::parse(&this.url)?)
         } else {
             Ok((
-                self.client(ProtocolVersion::RESP2)?,
-                self.client(ProtocolVersion::RESP3)?,
+                this.client(ProtocolVersion::RESP2)?,
+                this.client(ProtocolVersion::RESP3)?,
             ))
         };
         let connect = async {
@@ -196,7 +214,8 @@ impl RedisBuilder {
         Ok(RedisBackend {
             inner: Arc::new(Inner {
                 target,
-                prefix: self.prefix,
+                prefix: this.prefix,
+                replicas,
                 redacted_url,
                 events: tokio::sync::Mutex::new(EventsState::NotYet),
             }),
@@ -245,6 +264,7 @@ impl RedisBackend {
             url: url.into(),
             prefix: DEFAULT_PREFIX.to_owned(),
             root_cert: None,
+            replicas: None,
         }
     }
 
@@ -437,6 +457,32 @@ impl RedisBackend {
         )
     }
 
+    /// With [`RedisBuilder::replicas`]: waits until that many replicas have every write sent
+    /// so far on the connection (`WAIT`), for up to a quarter of `ttl` (at most 1 s).
+    async fn replicated(&self, ttl: Duration) -> Result<()> {
+        let wanted = self.inner.replicas;
+        if wanted == 0 {
+            return Ok(());
+        }
+        let within = ttl_millis(ttl / 4).min(1_000);
+        let acknowledged: i64 = redis::cmd("WAIT")
+            .arg(wanted)
+            .arg(within)
+            .query_async(&mut self.conn())
+            .await
+            .map_err(|e| self.fail("wait for replicas", e))?;
+        if acknowledged >= i64::from(wanted) {
+            return Ok(());
+        }
+        Err(Error::backend_msg(
+            "redis",
+            format!(
+                "{}: {acknowledged} of {wanted} replicas acknowledged within {within} ms",
+                self.inner.redacted_url
+            ),
+        ))
+    }
+
     /// The waiters' pub/sub connection; after a failure to open it, waiters poll and the next
     /// attempt to open it is made no sooner than 5 s later. Behind sentinels it is opened
     /// again on the new primary after a failover.
@@ -493,6 +539,34 @@ fn redis_reason(e: &redis::RedisError) -> String {
     }
 }
 
+/// `url` without its `replicas=n` setting, and that setting.
+fn take_replicas(url: &str) -> Result<(String, Option<u32>)> {
+    let Some((base, query)) = url.split_once('?') else {
+        return Ok((url.to_owned(), None));
+    };
+    let mut replicas = None;
+    let mut rest = Vec::new();
+    for pair in query.split('&').filter(|p| !p.is_empty()) {
+        match pair.split_once('=') {
+            Some(("replicas", n)) => {
+                replicas = Some(n.parse::<u32>().map_err(|_| {
+                    Error::config(format!(
+                        "{}: replicas={n:?} is not a number of replicas",
+                        redact_url(url)
+                    ))
+                })?);
+            }
+            _ => rest.push(pair),
+        }
+    }
+    let url = if rest.is_empty() {
+        base.to_owned()
+    } else {
+        format!("{base}?{}", rest.join("&"))
+    };
+    Ok((url, replicas))
+}
+
 fn lock_name(prefix: &str, key: &str) -> String {
     format!("{prefix}:{{{key}}}")
 }
@@ -519,6 +593,11 @@ impl Backend for RedisBackend {
             .await
             .map_err(|e| self.fail("acquire", e))?;
         if granted == 1 {
+            if let Err(why) = self.replicated(ttl).await {
+                // Not on enough replicas to survive a failover: give the grant back.
+                let _ = self.release(key, owner).await;
+                return Err(why);
+            }
             let fence = u64::try_from(n).map_err(|_| {
                 Error::backend_msg(
                     "redis",
@@ -541,6 +620,9 @@ impl Backend for RedisBackend {
             .invoke_async(&mut self.conn())
             .await
             .map_err(|e| self.fail("extend", e))?;
+        if n == 1 {
+            self.replicated(ttl).await?;
+        }
         Ok(n == 1)
     }
 
