@@ -159,6 +159,12 @@ fn partition_and_members_on_etcd() {
 }
 
 #[test]
+fn partition_and_members_on_a_redis_cluster() {
+    let cluster = lockwise_testkit::RedisCluster::start();
+    scenario(&cluster.url(), "reports");
+}
+
+#[test]
 fn bad_input_exits_64() {
     for args in [
         vec!["members", "--url", "memory:", "--group", ""],

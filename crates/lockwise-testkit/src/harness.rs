@@ -300,3 +300,47 @@ impl Harness for EtcdHarness {
         true
     }
 }
+
+/// A private three-master Redis Cluster per test ([`crate::RedisCluster`]); "deleting" a
+/// lock is a `DEL` on the master of its slot.
+#[derive(Debug)]
+pub struct RedisClusterHarness(crate::RedisCluster);
+
+impl RedisClusterHarness {
+    /// A new cluster.
+    pub fn new() -> Self {
+        RedisClusterHarness(crate::RedisCluster::start())
+    }
+}
+
+impl Default for RedisClusterHarness {
+    fn default() -> Self {
+        Self::new()
+    }
+}
+
+#[async_trait]
+impl Harness for RedisClusterHarness {
+    async fn locker(&self) -> Locker {
+        Locker::connect(&self.0.url())
+            .await
+            .unwrap_or_else(|e| panic!("connect to the cluster: {e}"))
+    }
+
+    async fn delete_lock(&self, key: &str) {
+        let name = format!("{}:{{{key}}}", lockwise::backend::redis::DEFAULT_PREFIX);
+        let port = self.0.owner(self.0.slot(&name));
+        let mut conn = redis::Client::open(format!("redis://127.0.0.1:{port}"))
+            .and_then(|c| c.get_connection())
+            .unwrap_or_else(|e| panic!("connect to node {port}: {e}"));
+        let n: i64 = redis::cmd("DEL")
+            .arg(&name)
+            .query(&mut conn)
+            .unwrap_or_else(|e| panic!("DEL: {e}"));
+        assert_eq!(n, 1, "{name} should have existed");
+    }
+
+    fn tokens_may_skip(&self) -> bool {
+        true
+    }
+}

@@ -11,10 +11,12 @@ pub mod etcd_cluster;
 pub mod flaky;
 pub mod harness;
 pub mod proxy;
+pub mod redis_cluster;
 pub mod sentinel_group;
 pub mod servers;
 
 pub use etcd_cluster::{EtcdCluster, EtcdTlsFiles};
+pub use redis_cluster::RedisCluster;
 pub use sentinel_group::SentinelGroup;
 pub use servers::{MariaDbServer, PgServer};
 

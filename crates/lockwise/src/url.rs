@@ -5,7 +5,7 @@ use std::path::PathBuf;
 use crate::error::{Error, Result};
 
 pub use etcd::{EtcdTls, EtcdUrl};
-pub use sentinel::SentinelUrl;
+pub use sentinel::{SentinelUrl, cluster_nodes};
 
 pub(crate) mod etcd;
 mod sentinel;
@@ -18,7 +18,7 @@ pub enum BackendUrl {
     Memory,
     /// `file:///absolute/dir` — processes on one machine.
     File(PathBuf),
-    /// `redis://…`, `rediss://…` or `redis+sentinel://…`.
+    /// `redis://…`, `rediss://…`, `redis+sentinel://…` or `redis+cluster://…`.
     Redis(String),
     /// `postgres://…` or `postgresql://…`: session-scoped advisory locks.
     Postgres(String),
@@ -107,6 +107,10 @@ impl BackendUrl {
         }
         if raw.starts_with("redis+sentinel://") {
             SentinelUrl::parse(raw)?;
+            return Ok(BackendUrl::Redis(raw.to_owned()));
+        }
+        if raw.starts_with("redis+cluster://") {
+            cluster_nodes(raw.split('?').next().unwrap_or(raw))?;
             return Ok(BackendUrl::Redis(raw.to_owned()));
         }
         let url = url::Url::parse(raw)

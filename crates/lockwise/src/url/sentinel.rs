@@ -58,6 +58,8 @@ impl SentinelUrl {
         let rest = raw
             .strip_prefix("redis+sentinel://")
             .ok_or_else(|| Error::config(format!("{shown} is not a redis+sentinel:// URL")))?;
+        // Settings after `?` (`replicas=`) are the backend's.
+        let rest = rest.split('?').next().unwrap_or(rest);
         let (authority, path) = rest.split_once('/').unwrap_or((rest, ""));
         let (userinfo, hosts) = match authority.rsplit_once('@') {
             Some((userinfo, hosts)) => (Some(userinfo), hosts),
@@ -164,4 +166,49 @@ fn sentinel(member: &str, shown: &str) -> Result<(String, u16)> {
             .to_owned(),
         port,
     ))
+}
+
+/// The nodes of a `redis+cluster://[[user]:password@]host:port[,host:port…]` URL as
+/// `redis://` URLs with the credentials, for redis-rs's cluster client.
+///
+/// ```
+/// let nodes = lockwise::url::cluster_nodes("redis+cluster://:pw@10.0.0.1:7000,10.0.0.2:7001").unwrap();
+/// assert_eq!(nodes, ["redis://:pw@10.0.0.1:7000", "redis://:pw@10.0.0.2:7001"]);
+/// assert!(lockwise::url::cluster_nodes("redis+cluster://10.0.0.1:7000/3").is_err(), "db 0 only");
+/// ```
+///
+/// # Errors
+///
+/// [`Error::InvalidConfig`] for another scheme, no node, a node without a valid port, or a
+/// path (a cluster has database 0 only).
+pub fn cluster_nodes(raw: &str) -> Result<Vec<String>> {
+    let shown = redact_url(raw);
+    let rest = raw
+        .strip_prefix("redis+cluster://")
+        .ok_or_else(|| Error::config(format!("{shown} is not a redis+cluster:// URL")))?;
+    let (authority, path) = rest.split_once('/').unwrap_or((rest, ""));
+    if !path.trim_matches('/').is_empty() && path != "0" {
+        return Err(Error::config(format!(
+            "{shown}: a Redis cluster has database 0 only; leave the path out"
+        )));
+    }
+    let (userinfo, hosts) = match authority.rsplit_once('@') {
+        Some((userinfo, hosts)) => (format!("{userinfo}@"), hosts),
+        None => (String::new(), authority),
+    };
+    hosts
+        .split(',')
+        .map(|node| {
+            let valid = node.rsplit_once(':').is_some_and(|(host, port)| {
+                !host.is_empty() && port.parse::<u16>().is_ok_and(|p| p > 0)
+            });
+            if valid {
+                Ok(format!("redis://{userinfo}{node}"))
+            } else {
+                Err(Error::config(format!(
+                    "{shown}: node {node:?} needs host:port"
+                )))
+            }
+        })
+        .collect()
 }

@@ -1,5 +1,5 @@
-//! The connection every command goes through: one Redis server, or the primary that a group
-//! of sentinels names, found again after a failover.
+//! The connection every command goes through: one Redis server, the primary that a group of
+//! sentinels names (found again after a failover), or a cluster.
 //!
 //! redis-rs's `ConnectionManager` reconnects to the address it was built with. After a
 //! failover that address is a replica (writes refused with `READONLY`) or a dead server, so a
@@ -11,6 +11,7 @@ use std::sync::{Arc, PoisonError, RwLock};
 use std::time::Duration;
 
 use redis::aio::{ConnectionLike, ConnectionManager, ConnectionManagerConfig};
+use redis::cluster_async::ClusterConnection;
 use redis::sentinel::{SentinelClient, SentinelNodeConnectionInfo, SentinelServerType};
 use redis::{Client, Cmd, Pipeline, ProtocolVersion, RedisFuture, RedisResult, Value};
 
@@ -23,12 +24,15 @@ pub(crate) enum Conn {
     Direct(ConnectionManager),
     /// The primary the sentinels name, as of the generation given.
     Sentinel(Arc<Primary>, u64, ConnectionManager),
+    /// A cluster: each command goes to the master of its first key's slot.
+    Cluster(ClusterConnection),
 }
 
 impl ConnectionLike for Conn {
     fn req_packed_command<'a>(&'a mut self, cmd: &'a Cmd) -> RedisFuture<'a, Value> {
         match self {
             Conn::Direct(conn) => conn.req_packed_command(cmd),
+            Conn::Cluster(conn) => conn.req_packed_command(cmd),
             Conn::Sentinel(primary, generation, conn) => Box::pin(async move {
                 let answer = conn.req_packed_command(cmd).await;
                 if let Err(e) = &answer {
@@ -47,6 +51,7 @@ impl ConnectionLike for Conn {
     ) -> RedisFuture<'a, Vec<Value>> {
         match self {
             Conn::Direct(conn) => conn.req_packed_commands(pipeline, offset, count),
+            Conn::Cluster(conn) => conn.req_packed_commands(pipeline, offset, count),
             Conn::Sentinel(primary, generation, conn) => Box::pin(async move {
                 let answer = conn.req_packed_commands(pipeline, offset, count).await;
                 if let Err(e) = &answer {
@@ -60,6 +65,7 @@ impl ConnectionLike for Conn {
     fn get_db(&self) -> i64 {
         match self {
             Conn::Direct(conn) | Conn::Sentinel(_, _, conn) => conn.get_db(),
+            Conn::Cluster(conn) => conn.get_db(),
         }
     }
 }

@@ -6,6 +6,7 @@ use std::sync::{Arc, Mutex, PoisonError};
 use std::time::Duration;
 
 use redis::aio::{ConnectionManager, ConnectionManagerConfig};
+use redis::cluster_async::ClusterConnection;
 use redis::{Client, PushInfo, PushKind, Value};
 use tokio::sync::watch;
 
@@ -22,7 +23,7 @@ pub(super) enum EventsState {
 /// manager that reconnects and resubscribes by itself).
 #[derive(Clone)]
 pub(super) struct Events {
-    conn: ConnectionManager,
+    conn: Subscriber,
     channels: Channels,
     /// SUBSCRIBE and UNSUBSCRIBE run one at a time, so an unsubscribe decided on a channel
     /// that has no waiter can never overtake the subscribe of a waiter that just arrived.
@@ -37,7 +38,55 @@ struct Channel {
 
 type Channels = Arc<Mutex<HashMap<String, Channel>>>;
 
+/// The connection subscriptions go through: one server (`SUBSCRIBE`), or a cluster
+/// (`SSUBSCRIBE`, to the master of each channel's slot).
+#[derive(Clone)]
+enum Subscriber {
+    Single(ConnectionManager),
+    Cluster(ClusterConnection),
+}
+
+impl Subscriber {
+    async fn subscribe(&self, channel: &str) -> redis::RedisResult<()> {
+        match self {
+            Subscriber::Single(conn) => conn.clone().subscribe(channel).await,
+            Subscriber::Cluster(conn) => conn.clone().ssubscribe(channel).await,
+        }
+    }
+
+    async fn unsubscribe(&self, channel: &str) -> redis::RedisResult<()> {
+        match self {
+            Subscriber::Single(conn) => conn.clone().unsubscribe(channel).await,
+            Subscriber::Cluster(conn) => conn.clone().sunsubscribe(channel).await,
+        }
+    }
+}
+
 impl Events {
+    /// Sharded pub/sub on a cluster whose nodes (`redis://` URLs) are given.
+    pub(super) async fn connect_cluster(nodes: Vec<String>) -> redis::RedisResult<Self> {
+        let channels: Channels = Arc::default();
+        let dispatch = channels.clone();
+        let conn = redis::cluster::ClusterClient::builder(nodes)
+            .use_protocol(redis::ProtocolVersion::RESP3)
+            .connection_timeout(Duration::from_secs(2))
+            .response_timeout(Duration::from_secs(2))
+            .retries(3)
+            .push_sender(move |push: PushInfo| {
+                on_push(&dispatch, push);
+                Ok::<(), std::convert::Infallible>(())
+            })
+            .build()?
+            .get_async_connection()
+            .await?;
+        Ok(Events {
+            conn: Subscriber::Cluster(conn),
+            channels,
+            ordering: Arc::default(),
+            handle: tokio::runtime::Handle::current(),
+        })
+    }
+
     pub(super) async fn connect(client: Client) -> redis::RedisResult<Self> {
         let channels: Channels = Arc::default();
         let dispatch = channels.clone();
@@ -52,7 +101,7 @@ impl Events {
             });
         let conn = ConnectionManager::new_with_config(client, config).await?;
         Ok(Events {
-            conn,
+            conn: Subscriber::Single(conn),
             channels,
             ordering: Arc::default(),
             handle: tokio::runtime::Handle::current(),
@@ -77,7 +126,7 @@ impl Events {
         };
         // SUBSCRIBE is idempotent; every waiter sends it so none waits before it is confirmed.
         let _ordered = self.ordering.lock().await;
-        self.conn.clone().subscribe(channel).await?;
+        self.conn.subscribe(channel).await?;
         Ok(ReleaseWatch::new(rx, Some(Box::new(unsubscribe))))
     }
 }
@@ -85,7 +134,7 @@ impl Events {
 fn on_push(channels: &Channels, push: PushInfo) {
     let channels = channels.lock().unwrap_or_else(PoisonError::into_inner);
     match push.kind {
-        PushKind::Message => {
+        PushKind::Message | PushKind::SMessage => {
             if let Some(Value::BulkString(name)) = push.data.first() {
                 let name = String::from_utf8_lossy(name);
                 if let Some(channel) = channels.get(name.as_ref()) {
@@ -142,7 +191,7 @@ impl Drop for Unsubscribe {
                 .unwrap_or_else(PoisonError::into_inner)
                 .contains_key(&channel);
             if unused {
-                let _ = events.conn.clone().unsubscribe(&channel).await;
+                let _ = events.conn.unsubscribe(&channel).await;
             }
         });
     }

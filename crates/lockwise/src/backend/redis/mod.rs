@@ -36,6 +36,9 @@ use events::{Events, EventsState};
 
 mod conn;
 mod events;
+mod fenced;
+#[cfg(feature = "lab")]
+mod lab;
 
 static ACQUIRE: LazyLock<Script> =
     LazyLock::new(|| Script::new(include_str!("../../../lua/acquire.lua")));
@@ -80,6 +83,29 @@ enum Target {
         events: Box<Client>,
     },
     Sentinel(Arc<Primary>),
+    Cluster {
+        conn: redis::cluster_async::ClusterConnection,
+        /// The nodes as `redis://` URLs, for the waiters' sharded pub/sub connection.
+        nodes: Vec<String>,
+    },
+}
+
+/// What a URL names, before connecting.
+enum Server {
+    /// The client for commands and the one for the waiters' pub/sub (RESP3).
+    Direct(Box<(Client, Client)>),
+    Sentinel(crate::url::SentinelUrl),
+    Cluster(Vec<String>),
+}
+
+impl Target {
+    fn conn(&self) -> Conn {
+        match self {
+            Target::Direct { conn, .. } => Conn::Direct(conn.clone()),
+            Target::Sentinel(primary) => primary.conn(),
+            Target::Cluster { conn, .. } => Conn::Cluster(conn.clone()),
+        }
+    }
 }
 
 impl std::fmt::Debug for RedisBackend {
@@ -169,29 +195,46 @@ impl RedisBuilder {
             .set_connection_timeout(Some(Duration::from_secs(2)))
             .set_response_timeout(Some(Duration::from_secs(2)))
             .set_number_of_retries(1);
-        // One server's clients, or the sentinels' URL.
         let server = if this.url.starts_with("redis+sentinel://") {
-            Err(crate::url::SentinelUrl::parse(&this.url)?)
+            Server::Sentinel(crate::url::SentinelUrl::parse(&this.url)?)
+        } else if this.url.starts_with("redis+cluster://") {
+            if replicas > 0 {
+                // WAIT would go to every master, not to the one that took the write.
+                return Err(Error::config(format!(
+                    "{redacted_url}: replicas= is not supported on a Redis cluster yet"
+                )));
+            }
+            Server::Cluster(crate::url::cluster_nodes(&this.url)?)
         } else {
-            Ok((
+            Server::Direct(Box::new((
                 this.client(ProtocolVersion::RESP2)?,
                 this.client(ProtocolVersion::RESP3)?,
-            ))
+            )))
         };
         let connect = async {
             let target = match server {
-                Ok((client, events)) => Target::Direct {
-                    conn: ConnectionManager::new_with_config(client, config).await?,
-                    events: Box::new(events),
-                },
-                Err(sentinels) => Target::Sentinel(
+                Server::Direct(clients) => {
+                    let (client, events) = *clients;
+                    Target::Direct {
+                        conn: ConnectionManager::new_with_config(client, config).await?,
+                        events: Box::new(events),
+                    }
+                }
+                Server::Sentinel(sentinels) => Target::Sentinel(
                     Primary::connect(&sentinels, ProtocolVersion::RESP2, config).await?,
                 ),
+                Server::Cluster(nodes) => Target::Cluster {
+                    conn: redis::cluster::ClusterClient::builder(nodes.clone())
+                        .connection_timeout(Duration::from_secs(2))
+                        .response_timeout(Duration::from_secs(2))
+                        .retries(3)
+                        .build()?
+                        .get_async_connection()
+                        .await?,
+                    nodes,
+                },
             };
-            let mut conn = match &target {
-                Target::Direct { conn, .. } => Conn::Direct(conn.clone()),
-                Target::Sentinel(primary) => primary.conn(),
-            };
+            let mut conn = target.conn();
             redis::cmd("PING").query_async::<String>(&mut conn).await?;
             Ok::<_, redis::RedisError>(target)
         };
@@ -292,136 +335,6 @@ impl RedisBackend {
         format!("{}:released", self.lock_name(key))
     }
 
-    /// The Redis name of a fenced resource (`<prefix>:fenced:{<resource>}`).
-    pub fn fenced_name(&self, resource: &str) -> String {
-        format!("{}:fenced:{{{resource}}}", self.inner.prefix)
-    }
-
-    /// Writes `value` to the fenced resource with the writer's fencing token, atomically
-    /// rejecting a token lower than the highest that has written ([`Error::StaleToken`],
-    /// nothing changed). Equal tokens pass: one grant may write many times.
-    ///
-    /// If the lock's counter was lost (a restart without persistence) a fresh holder gets a
-    /// token below what the resource has seen and is refused too; recover with
-    /// [`reseed`](Self::reseed) and acquire again.
-    ///
-    /// # Cancel safety
-    ///
-    /// The write is one atomic script: dropping the future after it was sent may or may not
-    /// have written (never half), and the caller cannot tell; read it back with
-    /// [`fenced_get`](Self::fenced_get).
-    pub async fn fenced_set(
-        &self,
-        resource: &str,
-        value: &[u8],
-        token: FencingToken,
-    ) -> Result<()> {
-        let (written, current): (i64, String) = FENCED_SET
-            .key(self.fenced_name(resource))
-            .arg(value)
-            .arg(token.get().to_string())
-            .invoke_async(&mut self.conn())
-            .await
-            .map_err(|e| self.fail("fenced set", e))?;
-        if written == 1 {
-            return Ok(());
-        }
-        Err(Error::StaleToken {
-            resource: resource.to_owned(),
-            presented: token,
-            current: current.parse().ok().map(FencingToken::new),
-        })
-    }
-
-    /// The value of a fenced resource and the token that wrote it.
-    ///
-    /// # Cancel safety
-    ///
-    /// A read: dropping the future changes nothing.
-    pub async fn fenced_get(&self, resource: &str) -> Result<Option<(Vec<u8>, FencingToken)>> {
-        let (value, token): (Option<Vec<u8>>, Option<String>) = redis::cmd("HMGET")
-            .arg(self.fenced_name(resource))
-            .arg("value")
-            .arg("token")
-            .query_async(&mut self.conn())
-            .await
-            .map_err(|e| self.fail("fenced get", e))?;
-        Ok(value.zip(token.and_then(|t| t.parse().ok()).map(FencingToken::new)))
-    }
-
-    /// **The wrong way, kept for the lab**: the owner of the lock on `key`, read with a plain
-    /// `GET` (the first half of a check-then-delete).
-    #[cfg(feature = "lab")]
-    pub async fn unchecked_owner(&self, key: &str) -> Result<Option<OwnerToken>> {
-        let owner: Option<String> = redis::cmd("GET")
-            .arg(self.lock_name(key))
-            .query_async(&mut self.conn())
-            .await
-            .map_err(|e| self.fail("get", e))?;
-        Ok(owner.as_deref().and_then(OwnerToken::from_hex))
-    }
-
-    /// **The wrong way, kept for the lab**: deletes the lock on `key` whoever holds it, like a
-    /// plain `DEL` (sent as `GETDEL`, Redis 6.2 or later, so the lab can tell whose lock it
-    /// removed).
-    #[cfg(feature = "lab")]
-    pub async fn unchecked_delete(&self, key: &str) -> Result<Option<OwnerToken>> {
-        let owner: Option<String> = redis::cmd("GETDEL")
-            .arg(self.lock_name(key))
-            .query_async(&mut self.conn())
-            .await
-            .map_err(|e| self.fail("getdel", e))?;
-        Ok(owner.as_deref().and_then(OwnerToken::from_hex))
-    }
-
-    /// **For the lab's clean-up only**: deletes every trace of each key in `keys`, whoever
-    /// holds it: the lock, its fencing counter and the fenced resource of the same name.
-    ///
-    /// **Warning**: this resets fencing counters. A later grant on a purged key gets a token
-    /// that a fenced resource may already have seen, and a live holder silently loses its lock.
-    /// Call it only for keys that no holder and no fenced resource will ever use again.
-    #[cfg(feature = "lab")]
-    pub async fn purge(&self, keys: &[impl AsRef<str>]) -> Result<()> {
-        for key in keys {
-            let key = key.as_ref();
-            // One DEL per key: its three names share the hash tag `{key}`, so one cluster slot.
-            redis::cmd("DEL")
-                .arg(self.lock_name(key))
-                .arg(self.fence_name(key))
-                .arg(self.fenced_name(key))
-                .query_async::<()>(&mut self.conn())
-                .await
-                .map_err(|e| self.fail("purge", e))?;
-        }
-        Ok(())
-    }
-
-    /// Raises the fencing counter of `key` to at least `at_least`, so that the next grant's
-    /// token is above it: the recovery after [`Error::StaleToken`] caused by a lost counter.
-    /// Never lowers the counter. Returns its value afterwards.
-    ///
-    /// # Cancel safety
-    ///
-    /// One atomic script: dropping the future may or may not have raised the counter. Raising
-    /// is idempotent, so call it again.
-    pub async fn reseed(&self, key: &str, at_least: FencingToken) -> Result<FencingToken> {
-        if i64::try_from(at_least.get()).is_err() {
-            // INCR would fail on the key from then on.
-            return Err(Error::config(format!(
-                "cannot re-seed {key:?} to {at_least}: Redis counters stop at i64::MAX"
-            )));
-        }
-        let now: String = RESEED
-            .key(self.fence_name(key))
-            .arg(at_least.get().to_string())
-            .invoke_async(&mut self.conn())
-            .await
-            .map_err(|e| self.fail("reseed", e))?;
-        now.parse().map(FencingToken::new).map_err(|_| {
-            Error::backend_msg("redis", format!("fencing counter {now:?} is not a number"))
-        })
-    }
-
     /// Deletes the fencing counter of `key` unless a holder other than `owner` has the lock
     /// (`lua/forget_fence.lua`); `false` when one does. Only for locks whose tokens fence
     /// nothing once their user is gone: partition member locks, whose counters would otherwise
@@ -443,10 +356,7 @@ impl RedisBackend {
     }
 
     pub(crate) fn conn(&self) -> Conn {
-        match &self.inner.target {
-            Target::Direct { conn, .. } => Conn::Direct(conn.clone()),
-            Target::Sentinel(primary) => primary.conn(),
-        }
+        self.inner.target.conn()
     }
 
     pub(crate) fn fail(&self, what: &str, e: redis::RedisError) -> Error {
@@ -488,8 +398,8 @@ impl RedisBackend {
     /// again on the new primary after a failover.
     async fn events(&self) -> Option<Events> {
         let primary = match &self.inner.target {
-            Target::Direct { .. } => 0,
             Target::Sentinel(primary) => primary.generation(),
+            _ => 0,
         };
         let mut state = self.inner.events.lock().await;
         match &*state {
@@ -497,11 +407,13 @@ impl RedisBackend {
             EventsState::Failed(at) if at.elapsed() < Duration::from_secs(5) => return None,
             _ => {}
         }
-        let client = match &self.inner.target {
-            Target::Direct { events, .. } => Ok(Client::clone(events)),
-            Target::Sentinel(primary) => primary.events_client(),
+        let connect = async move {
+            match &self.inner.target {
+                Target::Direct { events, .. } => Events::connect(Client::clone(events)).await,
+                Target::Sentinel(primary) => Events::connect(primary.events_client()?).await,
+                Target::Cluster { nodes, .. } => Events::connect_cluster(nodes.clone()).await,
+            }
         };
-        let connect = async move { Events::connect(client?).await };
         match tokio::time::timeout(CONNECT_TIMEOUT, connect).await {
             Ok(Ok(events)) => {
                 *state = EventsState::Open(events.clone(), primary);
@@ -631,6 +543,10 @@ impl Backend for RedisBackend {
             .key(self.lock_name(key))
             .arg(owner.to_hex())
             .arg(self.channel_name(key))
+            .arg(match self.inner.target {
+                Target::Cluster { .. } => "SPUBLISH",
+                _ => "PUBLISH",
+            })
             .invoke_async(&mut self.conn())
             .await
             .map_err(|e| self.fail("release", e))?;
@@ -649,6 +565,11 @@ impl Backend for RedisBackend {
     async fn still_held(&self, leases: &[(&str, OwnerToken)]) -> Result<Vec<bool>> {
         if leases.is_empty() {
             return Ok(Vec::new()); // an empty pipeline is an error to Redis
+        }
+        if let Target::Cluster { .. } = self.inner.target {
+            // Keys on several masters: one GET each, all at once.
+            let reads = leases.iter().map(|(key, owner)| self.holds(key, *owner));
+            return futures_util::future::try_join_all(reads).await;
         }
         // A pipeline, not MGET: one round trip whatever slot each key hashes to.
         let mut pipe = redis::pipe();
