@@ -70,6 +70,8 @@ struct Inner {
     prefix: String,
     /// Replicas that must acknowledge a grant or a renewal (`WAIT`), 0 for none.
     replicas: u32,
+    /// The lock is the bare key, as plain Redis lock clients hold it.
+    plain: bool,
     redacted_url: String,
     /// The pub/sub connection for waiters, opened on first use.
     events: tokio::sync::Mutex<EventsState>,
@@ -135,6 +137,7 @@ pub struct RedisBuilder {
     prefix: String,
     root_cert: Option<Vec<u8>>,
     replicas: Option<u32>,
+    plain: bool,
 }
 
 impl std::fmt::Debug for RedisBuilder {
@@ -165,6 +168,17 @@ impl RedisBuilder {
         self
     }
 
+    /// Holds the lock on the bare key (`SET key token NX PX`, released by compare-and-delete),
+    /// as redis-py's `Lock`, redsync, node-redlock and rslock do, so that their clients and
+    /// lockwise exclude each other on the same key. The fencing counter and the release
+    /// channel keep their prefixed names (`<prefix>:{key}:fence`). The URL's
+    /// `?protocol=plain` does the same. Not on a cluster (the bare key and its counter may
+    /// hash to different slots).
+    pub fn plain_protocol(mut self) -> Self {
+        self.plain = true;
+        self
+    }
+
     /// Trust this PEM root certificate for `rediss://` instead of the system's store (which
     /// honours `SSL_CERT_FILE`).
     pub fn tls_root_cert(mut self, pem: impl Into<Vec<u8>>) -> Self {
@@ -178,8 +192,9 @@ impl RedisBuilder {
     ///
     /// Dropping the future closes whatever connection it opened; nothing is stored.
     pub async fn connect(self) -> Result<RedisBackend> {
-        let (url, from_url) = take_replicas(&self.url)?;
-        let replicas = self.replicas.or(from_url).unwrap_or(0);
+        let (url, settings) = take_settings(&self.url)?;
+        let replicas = self.replicas.or(settings.replicas).unwrap_or(0);
+        let plain = self.plain || settings.plain;
         let this = RedisBuilder { url, ..self };
         let redacted_url = redact_url(&this.url);
         if this.prefix.is_empty()
@@ -198,10 +213,12 @@ impl RedisBuilder {
         let server = if this.url.starts_with("redis+sentinel://") {
             Server::Sentinel(crate::url::SentinelUrl::parse(&this.url)?)
         } else if this.url.starts_with("redis+cluster://") {
-            if replicas > 0 {
-                // WAIT would go to every master, not to the one that took the write.
+            if replicas > 0 || plain {
+                // WAIT would go to every master, not to the one that took the write; a bare
+                // key and its prefixed counter may live on different masters.
                 return Err(Error::config(format!(
-                    "{redacted_url}: replicas= is not supported on a Redis cluster yet"
+                    "{redacted_url}: replicas= and the plain protocol are not supported on a \
+                     Redis cluster yet"
                 )));
             }
             Server::Cluster(crate::url::cluster_nodes(&this.url)?)
@@ -259,6 +276,7 @@ impl RedisBuilder {
                 target,
                 prefix: this.prefix,
                 replicas,
+                plain,
                 redacted_url,
                 events: tokio::sync::Mutex::new(EventsState::NotYet),
             }),
@@ -308,6 +326,7 @@ impl RedisBackend {
             prefix: DEFAULT_PREFIX.to_owned(),
             root_cert: None,
             replicas: None,
+            plain: false,
         }
     }
 
@@ -322,17 +341,20 @@ impl RedisBackend {
 
     /// The Redis name of the lock for `key` (`<prefix>:{<key>}`).
     pub fn lock_name(&self, key: &str) -> String {
+        if self.inner.plain {
+            return key.to_owned();
+        }
         lock_name(&self.inner.prefix, key)
     }
 
     /// The Redis name of the fencing counter for `key` (`<prefix>:{<key>}:fence`).
     pub fn fence_name(&self, key: &str) -> String {
-        format!("{}:fence", self.lock_name(key))
+        format!("{}:fence", lock_name(&self.inner.prefix, key))
     }
 
     /// The pub/sub channel on which releases of `key` are announced (`<prefix>:{<key>}:released`).
     pub fn channel_name(&self, key: &str) -> String {
-        format!("{}:released", self.lock_name(key))
+        format!("{}:released", lock_name(&self.inner.prefix, key))
     }
 
     /// Deletes the fencing counter of `key` unless a holder other than `owner` has the lock
@@ -451,23 +473,33 @@ fn redis_reason(e: &redis::RedisError) -> String {
     }
 }
 
-/// `url` without its `replicas=n` setting, and that setting.
-fn take_replicas(url: &str) -> Result<(String, Option<u32>)> {
+/// The settings of a Redis URL that are lockwise's, not redis-rs's.
+#[derive(Default)]
+struct Settings {
+    /// `replicas=n`
+    replicas: Option<u32>,
+    /// `protocol=plain`
+    plain: bool,
+}
+
+/// `url` without lockwise's own settings (`replicas=n`, `protocol=plain`), and those.
+fn take_settings(url: &str) -> Result<(String, Settings)> {
     let Some((base, query)) = url.split_once('?') else {
-        return Ok((url.to_owned(), None));
+        return Ok((url.to_owned(), Settings::default()));
     };
-    let mut replicas = None;
+    let mut settings = Settings::default();
     let mut rest = Vec::new();
     for pair in query.split('&').filter(|p| !p.is_empty()) {
         match pair.split_once('=') {
             Some(("replicas", n)) => {
-                replicas = Some(n.parse::<u32>().map_err(|_| {
+                settings.replicas = Some(n.parse::<u32>().map_err(|_| {
                     Error::config(format!(
                         "{}: replicas={n:?} is not a number of replicas",
                         redact_url(url)
                     ))
                 })?);
             }
+            Some(("protocol", "plain")) => settings.plain = true,
             _ => rest.push(pair),
         }
     }
@@ -476,7 +508,7 @@ fn take_replicas(url: &str) -> Result<(String, Option<u32>)> {
     } else {
         format!("{base}?{}", rest.join("&"))
     };
-    Ok((url, replicas))
+    Ok((url, settings))
 }
 
 fn lock_name(prefix: &str, key: &str) -> String {
@@ -490,7 +522,7 @@ fn ttl_millis(ttl: Duration) -> u64 {
 #[async_trait]
 impl Backend for RedisBackend {
     async fn try_acquire(&self, key: &str, owner: OwnerToken, ttl: Duration) -> Result<Attempt> {
-        if key.starts_with('}') {
+        if key.starts_with('}') && !self.inner.plain {
             return Err(Error::InvalidKey {
                 reason: "a Redis lock key may not start with '}' (its hash tag would be empty)"
                     .into(),
