@@ -59,7 +59,7 @@ async fn lockwise_redis_py_and_rslock_exclude_each_other_on_one_key() {
     let violations = format!("{}:violations", ns.prefix());
     let started = Instant::now();
 
-    let mut py = Command::new(python())
+    let py = Command::new(python())
         .args(["-c", PYTHON_CLIENT, ns.url(), &key, &inside, &violations])
         .arg(ROUNDS.to_string())
         .stdout(Stdio::piped())
