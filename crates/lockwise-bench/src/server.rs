@@ -26,12 +26,7 @@ pub async fn describe(url: &str) -> Result<ServerInfo> {
     let shown = redact_url(url);
     match BackendUrl::parse(url)? {
         BackendUrl::Redis(url) => {
-            let client = redis::Client::open(url.as_str())
-                .map_err(|e| Error::redis(format!("bad URL {shown}"), e))?;
-            let mut conn = client
-                .get_multiplexed_async_connection()
-                .await
-                .map_err(|e| Error::redis(format!("cannot connect to {shown}"), e))?;
+            let mut conn = crate::floor::redis_conn::connect_one(&url, &shown).await?;
             let info: String = redis::cmd("INFO")
                 .arg("server")
                 .query_async(&mut conn)

@@ -10,6 +10,7 @@ use lockwise::url::{BackendUrl, redact_url};
 
 #[cfg(feature = "etcd")]
 mod etcd;
+pub(crate) mod redis_conn;
 
 static FLOOR_RELEASE: std::sync::LazyLock<redis::Script> =
     std::sync::LazyLock::new(|| redis::Script::new(include_str!("../../lua/floor_release.lua")));
@@ -28,7 +29,7 @@ impl std::fmt::Debug for Floor {
 }
 
 enum Conn {
-    Redis(redis::aio::MultiplexedConnection),
+    Redis(redis_conn::RedisConn),
     Postgres(sqlx::PgConnection),
     Mysql(sqlx::MySqlConnection),
     #[cfg(feature = "etcd")]
@@ -43,15 +44,7 @@ impl Floor {
         let owner = format!("floor-{:016x}", rand::random::<u64>());
         let shown = redact_url(url);
         let conn = match BackendUrl::parse(url)? {
-            BackendUrl::Redis(url) => {
-                let client = redis::Client::open(url.as_str())
-                    .map_err(|e| Error::redis(format!("bad URL {shown}"), e))?;
-                let conn = client
-                    .get_multiplexed_async_connection()
-                    .await
-                    .map_err(|e| Error::redis(format!("cannot connect to {shown}"), e))?;
-                Conn::Redis(conn)
-            }
+            BackendUrl::Redis(url) => Conn::Redis(redis_conn::connect(&url, &shown).await?),
             BackendUrl::Postgres(url) => {
                 let options = crate::conn::pg_options(&url)?;
                 Conn::Postgres(crate::conn::pg_connect(&options, &shown).await?)
