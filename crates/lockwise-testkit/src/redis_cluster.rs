@@ -9,7 +9,7 @@ use std::time::{Duration, Instant};
 use nix::sys::signal::Signal;
 
 use crate::free_port;
-use crate::servers::{ServerProcess, wait_ready};
+use crate::servers::{ServerProcess, redis_cli as cli, wait_ready};
 
 /// Three masters that share the 16384 slots.
 #[derive(Debug)]
@@ -165,15 +165,4 @@ impl RedisCluster {
             ok(*port, &["CLUSTER", "SETSLOT", &slot_text, "NODE", &to_id]);
         }
     }
-}
-
-/// `redis-cli -p port args…`, its output, or `None` when it fails.
-fn cli(port: u16, args: &[&str]) -> Option<String> {
-    let out = Command::new("redis-cli")
-        .args(["-h", "127.0.0.1", "-p", &port.to_string()])
-        .args(args)
-        .output()
-        .ok()?;
-    let text = String::from_utf8_lossy(&out.stdout).trim().to_owned();
-    (out.status.success() && !text.starts_with("ERR")).then_some(text)
 }

@@ -10,7 +10,7 @@ use std::time::{Duration, Instant};
 use nix::sys::signal::Signal;
 
 use crate::free_port;
-use crate::servers::{ServerProcess, wait_ready};
+use crate::servers::{ServerProcess, redis_cli as cli, wait_ready};
 
 /// The name the sentinels know the primary by.
 pub const MASTER_NAME: &str = "lw";
@@ -192,15 +192,4 @@ fn server(dir: &Path, port: u16, primary: Option<u16>) -> ServerProcess {
             .unwrap_or_else(|e| panic!("redis-server: {e}; run scripts/services")),
     );
     process
-}
-
-/// `redis-cli -p port args…`, its output, or `None` when it fails.
-fn cli(port: u16, args: &[&str]) -> Option<String> {
-    let out = Command::new("redis-cli")
-        .args(["-h", "127.0.0.1", "-p", &port.to_string()])
-        .args(args)
-        .output()
-        .ok()?;
-    let text = String::from_utf8_lossy(&out.stdout).trim().to_owned();
-    (out.status.success() && !text.is_empty() && !text.starts_with("ERR")).then_some(text)
 }

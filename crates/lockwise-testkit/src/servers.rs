@@ -294,3 +294,15 @@ pub(crate) fn wait_ready(what: &str, port: u16, ready: impl Fn() -> bool) {
     }
     panic!("private {what} on port {port} did not start");
 }
+
+/// `redis-cli -h 127.0.0.1 -p port args…`: its output, trimmed, or `None` when it fails or
+/// the server answers an error.
+pub(crate) fn redis_cli(port: u16, args: &[&str]) -> Option<String> {
+    let out = Command::new("redis-cli")
+        .args(["-h", "127.0.0.1", "-p", &port.to_string()])
+        .args(args)
+        .output()
+        .ok()?;
+    let text = String::from_utf8_lossy(&out.stdout).trim().to_owned();
+    (out.status.success() && !text.starts_with("ERR")).then_some(text)
+}

@@ -54,6 +54,25 @@ struct Write {
     accepted: bool,
 }
 
+/// One fenced write of `value` to the resource `res`, recorded when the resource answered.
+async fn fenced_write(
+    backend: &RedisBackend,
+    writes: &Mutex<Vec<Write>>,
+    value: &[u8],
+    token: FencingToken,
+) {
+    let sent = Instant::now();
+    let answer = backend.fenced_set("res", value, token).await;
+    if let Ok(()) | Err(Error::StaleToken { .. }) = answer {
+        writes.lock().unwrap().push(Write {
+            sent,
+            answered: Instant::now(),
+            token,
+            accepted: answer.is_ok(),
+        });
+    }
+}
+
 /// Writes that were accepted although a write with a higher token had been answered before
 /// they were sent.
 fn stale_accepted(writes: &[Write]) -> Vec<Write> {
@@ -88,16 +107,7 @@ async fn a_holder_and_waiters_through_the_primary_s_death() {
             let since = Instant::now();
             let stop = since + Duration::from_secs(5);
             while Instant::now() < stop && !guard.is_lost() {
-                let sent = Instant::now();
-                let answer = backend.fenced_set("res", b"holder", guard.token()).await;
-                if let Ok(()) | Err(Error::StaleToken { .. }) = answer {
-                    writes.lock().unwrap().push(Write {
-                        sent,
-                        answered: Instant::now(),
-                        token: guard.token(),
-                        accepted: answer.is_ok(),
-                    });
-                }
+                fenced_write(&backend, &writes, b"holder", guard.token()).await;
                 tokio::time::sleep(Duration::from_millis(50)).await;
             }
             let lost = guard.is_lost();
@@ -117,16 +127,7 @@ async fn a_holder_and_waiters_through_the_primary_s_death() {
             let locker = Locker::new(backend.clone());
             let guard = locker.acquire("k", &opts).await.unwrap();
             let since = Instant::now();
-            let sent = Instant::now();
-            let answer = backend.fenced_set("res", b"waiter", guard.token()).await;
-            if let Ok(()) | Err(Error::StaleToken { .. }) = answer {
-                writes.lock().unwrap().push(Write {
-                    sent,
-                    answered: Instant::now(),
-                    token: guard.token(),
-                    accepted: answer.is_ok(),
-                });
-            }
+            fenced_write(&backend, &writes, b"waiter", guard.token()).await;
             tokio::time::sleep(Duration::from_millis(100)).await;
             held.lock()
                 .unwrap()

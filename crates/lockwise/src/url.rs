@@ -263,3 +263,41 @@ fn redact_password_parameter(url: &str) -> String {
         .collect();
     format!("{base}{}", masked.join("&"))
 }
+
+/// `host` (`[v6]` kept in brackets) and port of one member of a multi-host URL (`host`,
+/// `host:port`, `[v6]`, `[v6]:port`), `default` when it has none; `bad` words the error.
+fn host_port(member: &str, default: u16, bad: impl Fn(&str) -> Error) -> Result<(String, u16)> {
+    let (host, port) = if let Some(v6) = member.strip_prefix('[') {
+        let (host, after) = v6
+            .split_once(']')
+            .ok_or_else(|| bad("has an unclosed '['"))?;
+        (format!("[{host}]"), after.strip_prefix(':'))
+    } else {
+        match member.split_once(':') {
+            Some((host, port)) => (host.to_owned(), Some(port)),
+            None => (member.to_owned(), None),
+        }
+    };
+    if host.is_empty() || host.contains(|c: char| c.is_whitespace() || c == '@') {
+        return Err(bad("has no usable host"));
+    }
+    let port = match port {
+        None => default,
+        Some(port) => port
+            .parse::<u16>()
+            .ok()
+            .filter(|p| *p != 0)
+            .ok_or_else(|| bad("has no valid port"))?,
+    };
+    Ok((host, port))
+}
+
+/// `password` percent-encoded for the user info of a URL.
+fn encode_password(password: &str) -> String {
+    const USERINFO: &percent_encoding::AsciiSet = &percent_encoding::NON_ALPHANUMERIC
+        .remove(b'-')
+        .remove(b'.')
+        .remove(b'_')
+        .remove(b'~');
+    percent_encoding::utf8_percent_encode(password, USERINFO).to_string()
+}

@@ -170,12 +170,7 @@ pub(crate) fn with_password(url: &str, password: &str) -> Result<String> {
         )));
     };
     let user = userinfo.split_once(':').map_or(userinfo, |(user, _)| user);
-    const USERINFO: &percent_encoding::AsciiSet = &percent_encoding::NON_ALPHANUMERIC
-        .remove(b'-')
-        .remove(b'.')
-        .remove(b'_')
-        .remove(b'~');
-    let password = percent_encoding::utf8_percent_encode(password, USERINFO);
+    let password = super::encode_password(password);
     Ok(format!("{scheme}://{user}:{password}@{hosts}{path}"))
 }
 
@@ -216,31 +211,10 @@ fn tls_files(query: &str, shown: &str) -> Result<EtcdTls> {
 
 /// `scheme://host:port` for one member of the URL (`host`, `host:port`, `[v6]`, `[v6]:port`).
 fn endpoint(scheme: &str, member: &str, shown: &str) -> Result<String> {
-    let bad = |why: &str| Error::config(format!("{shown}: member {member:?} {why}"));
     if member.is_empty() {
         return Err(Error::config(format!("URL {shown} has no host")));
     }
-    let (host, port) = if let Some(v6) = member.strip_prefix('[') {
-        let (host, after) = v6
-            .split_once(']')
-            .ok_or_else(|| bad("has an unclosed '['"))?;
-        (format!("[{host}]"), after.strip_prefix(':'))
-    } else {
-        match member.split_once(':') {
-            Some((host, port)) => (host.to_owned(), Some(port)),
-            None => (member.to_owned(), None),
-        }
-    };
-    if host.is_empty() || host.contains(|c: char| c.is_whitespace() || c == '@') {
-        return Err(bad("has no usable host"));
-    }
-    let port = match port {
-        None => DEFAULT_PORT,
-        Some(port) => port
-            .parse::<u16>()
-            .ok()
-            .filter(|p| *p != 0)
-            .ok_or_else(|| bad("has no valid port"))?,
-    };
+    let bad = |why: &str| Error::config(format!("{shown}: member {member:?} {why}"));
+    let (host, port) = super::host_port(member, DEFAULT_PORT, bad)?;
     Ok(format!("{scheme}://{host}:{port}"))
 }

@@ -23,7 +23,7 @@ const DEFAULT_PORT: u16 = 26379;
 #[derive(Clone, PartialEq, Eq)]
 #[non_exhaustive]
 pub struct SentinelUrl {
-    /// Host and port of each sentinel, in the URL's order.
+    /// Host (an IPv6 address in brackets) and port of each sentinel, in the URL's order.
     pub sentinels: Vec<(String, u16)>,
     /// The name the sentinels monitor the primary by (`sentinel monitor <name> …`).
     pub master: String,
@@ -130,42 +130,17 @@ pub(crate) fn with_password(url: &str, password: &str) -> Result<String> {
         Some((userinfo, hosts)) => (userinfo.split_once(':').map_or(userinfo, |(u, _)| u), hosts),
         None => ("", authority),
     };
-    const USERINFO: &percent_encoding::AsciiSet = &percent_encoding::NON_ALPHANUMERIC
-        .remove(b'-')
-        .remove(b'.')
-        .remove(b'_')
-        .remove(b'~');
-    let password = percent_encoding::utf8_percent_encode(password, USERINFO);
+    let password = super::encode_password(password);
     Ok(format!("redis+sentinel://{user}:{password}@{hosts}{path}"))
 }
 
-/// Host and port of one sentinel (`host`, `host:port`).
+/// Host (`[v6]` in brackets) and port of one sentinel (`host`, `host:port`).
 fn sentinel(member: &str, shown: &str) -> Result<(String, u16)> {
-    let bad = |why: &str| Error::config(format!("{shown}: sentinel {member:?} {why}"));
     if member.is_empty() {
         return Err(Error::config(format!("URL {shown} has no sentinel")));
     }
-    let (host, port) = match member.rsplit_once(':') {
-        Some((host, port)) if !host.ends_with(']') || host.starts_with('[') => (host, Some(port)),
-        _ => (member, None),
-    };
-    if host.is_empty() || host.contains(|c: char| c.is_whitespace() || c == '@') {
-        return Err(bad("has no usable host"));
-    }
-    let port = match port {
-        None => DEFAULT_PORT,
-        Some(port) => port
-            .parse::<u16>()
-            .ok()
-            .filter(|p| *p != 0)
-            .ok_or_else(|| bad("has no valid port"))?,
-    };
-    Ok((
-        host.trim_start_matches('[')
-            .trim_end_matches(']')
-            .to_owned(),
-        port,
-    ))
+    let bad = |why: &str| Error::config(format!("{shown}: sentinel {member:?} {why}"));
+    super::host_port(member, DEFAULT_PORT, bad)
 }
 
 /// The nodes of a `redis+cluster://[[user]:password@]host:port[,host:port…]` URL as
