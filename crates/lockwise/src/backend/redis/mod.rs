@@ -6,9 +6,9 @@
 //!
 //! | name | type | content |
 //! |---|---|---|
-//! | `P:{K}` | string with PX expiry | the owner token, 32 lowercase hex characters |
+//! | `P:{K}` (`K` itself with [`RedisBuilder::plain_protocol`]) | string with PX expiry | the owner token, 32 lowercase hex characters |
 //! | `P:{K}:fence` | integer, no expiry | the last fencing token issued (`INCR`); a partition member lock's is deleted when the member leaves its group |
-//! | `P:{K}:released` | pub/sub channel | the owner token, published on release |
+//! | `P:{K}:released` | pub/sub channel (sharded on a cluster) | the owner token, published on release |
 //!
 //! The braces make `K` (up to its first `}`) the hash tag, so the lock and its counter live in
 //! one cluster slot: the prefix may not contain braces, so the first `{` is always ours, and a
@@ -77,7 +77,7 @@ struct Inner {
     events: tokio::sync::Mutex<EventsState>,
 }
 
-/// Where commands go: one server, or the primary a group of sentinels names.
+/// Where commands go: one server, the primary a group of sentinels names, or a cluster.
 enum Target {
     Direct {
         conn: ConnectionManager,
@@ -318,8 +318,10 @@ impl RedisBuilder {
 }
 
 impl RedisBackend {
-    /// Starts configuring a backend for `url` (`redis://[:password@]host[:port][/db]` or
-    /// `rediss://…`).
+    /// Starts configuring a backend for `url`: `redis://[:password@]host[:port][/db]`,
+    /// `rediss://…`, `redis+sentinel://host:26379[,host…]/<master>[/db]` or
+    /// `redis+cluster://host:port[,host:port…]`; `?replicas=n` and `?protocol=plain` set
+    /// [`RedisBuilder::replicas`] and [`RedisBuilder::plain_protocol`].
     pub fn builder(url: impl Into<String>) -> RedisBuilder {
         RedisBuilder {
             url: url.into(),
@@ -339,7 +341,8 @@ impl RedisBackend {
         Self::builder(url).connect().await
     }
 
-    /// The Redis name of the lock for `key` (`<prefix>:{<key>}`).
+    /// The Redis name of the lock for `key` (`<prefix>:{<key>}`, or `key` itself with the
+    /// plain protocol).
     pub fn lock_name(&self, key: &str) -> String {
         if self.inner.plain {
             return key.to_owned();
