@@ -194,7 +194,8 @@ pub(crate) fn print_out(written: std::io::Result<()>) -> ExitCode {
 }
 
 /// Diagnostics go to stderr only; `LOCKWISE_LOG` sets the filter (default `warn`, with sqlx's
-/// slow-statement notices and the library's own "lock lost" warning left out: the commands
+/// slow-statement notices, redis-rs's per-node connection warnings and the library's own
+/// "lock lost" warning left out: the commands
 /// report a database that does not answer, and a lost lock, once, themselves; plus the queue
 /// worker's one info line per job, which only `queue work` writes).
 fn init_tracing(per_job_lines: bool) {
@@ -205,7 +206,7 @@ fn init_tracing(per_job_lines: bool) {
             ""
         };
         tracing_subscriber::EnvFilter::new(format!(
-            "warn,sqlx::query=error,lockwise::guard=error{per_job}"
+            "warn,sqlx::query=error,redis=error,lockwise::guard=error{per_job}"
         ))
     });
     use std::io::IsTerminal;

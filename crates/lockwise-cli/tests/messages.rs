@@ -93,6 +93,35 @@ fn a_refused_port_is_reported_at_once_by_every_command() {
     }
 }
 
+/// Unreachable Sentinel and Cluster URLs, and a Redis server that is no sentinel: one line
+/// each, exit 69, no library warnings before it.
+#[test]
+fn sentinel_and_cluster_urls_fail_in_one_line() {
+    let port = lockwise_testkit::closed_port();
+    for (url, says) in [
+        (
+            format!("redis+cluster://127.0.0.1:{port}"),
+            "Connection refused",
+        ),
+        (
+            format!("redis+sentinel://127.0.0.1:{port}/lw"),
+            "Connection refused",
+        ),
+        (
+            "redis+sentinel://127.0.0.1:6379/lw".to_owned(),
+            "does not point to a sentinel",
+        ),
+    ] {
+        let (code, err, secs) = run_on(&url);
+        assert_eq!(code, 69, "{url}: {err}");
+        assert!(err.contains(says), "{url}: {err}");
+        assert_eq!(err.trim_end().lines().count(), 1, "{url}: {err}");
+        assert!(secs < 4.0, "{url} took {secs:.2} s");
+    }
+    let (code, err, _) = run_on("redis+sentinel://127.0.0.1:1");
+    assert_eq!(code, 64, "no master name: {err}");
+}
+
 #[test]
 fn file_errors_say_why() {
     let (code, err, _) = run_on("file:///proc/no-such-dir");
