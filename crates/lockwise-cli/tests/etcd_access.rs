@@ -1,6 +1,9 @@
-//! etcd with authentication on (a private one-member cluster): `lockwise run` gets in with the
-//! user in the URL and the password from `--password-file`; a wrong password, or none, exits
-//! 69 within the call timeout with an error that names the cause and never the password.
+//! Getting into etcd (private one-member clusters). With authentication on, `lockwise run` gets
+//! in with the user in the URL and the password from `--password-file`; a wrong password, or
+//! none, exits 69 within the call timeout with an error that names the cause and never the
+//! password. Over TLS with client certificates required, it gets in with the CA and a client
+//! certificate, and every incomplete or wrong setting exits 69 (64 for the URL itself) with
+//! the reason.
 
 #![cfg(feature = "etcd")]
 #![allow(clippy::unwrap_used, clippy::expect_used)]
@@ -12,6 +15,7 @@ use lockwise_testkit::EtcdCluster;
 
 const BIN: &str = env!("CARGO_BIN_EXE_lockwise");
 
+/// `lockwise run --url URL -- true`, with the password in a file if given.
 fn run(url: &str, password: Option<&str>) -> (Option<i32>, String, Duration) {
     let dir = tempfile::tempdir().unwrap();
     let mut command = Command::new(BIN);
@@ -75,4 +79,63 @@ fn an_expired_auth_token_is_renewed() {
         let again = locker.try_acquire("k", &opts).await.unwrap().expect("free");
         assert!(again.release().await.unwrap());
     });
+}
+
+#[test]
+fn run_over_tls_with_a_client_certificate() {
+    let cluster = EtcdCluster::start_tls(1, true);
+    let tls = cluster.tls().unwrap();
+    let member = cluster.endpoint(0);
+    let full = format!(
+        "etcds://{member}/tls?ca={}&cert={}&key={}",
+        tls.ca.display(),
+        tls.cert.display(),
+        tls.key.display()
+    );
+    let (code, stderr, took) = run(&full, None);
+    eprintln!("CA and client certificate: exit {code:?} in {took:?}");
+    assert_eq!(code, Some(0), "{stderr}");
+
+    for (what, url, expected, named) in [
+        (
+            "no client certificate",
+            format!("etcds://{member}/tls?ca={}", tls.ca.display()),
+            69,
+            "cert=PATH&key=PATH",
+        ),
+        (
+            "the system's roots, which do not know the test CA",
+            format!(
+                "etcds://{member}/tls?cert={}&key={}",
+                tls.cert.display(),
+                tls.key.display()
+            ),
+            69,
+            "give it with ca=PATH",
+        ),
+        (
+            "plain text to a TLS member",
+            format!("etcd://{member}/tls"),
+            69,
+            "use etcds://",
+        ),
+        (
+            "a CA file that does not exist",
+            format!("etcds://{member}/tls?ca=/nonexistent/ca.pem"),
+            64,
+            "cannot read /nonexistent/ca.pem",
+        ),
+        (
+            "a certificate without its key",
+            format!("etcds://{member}/tls?cert={}", tls.cert.display()),
+            64,
+            "needs both cert= and key=",
+        ),
+    ] {
+        let (code, stderr, took) = run(&url, None);
+        eprintln!("{what}: exit {code:?} in {took:?}: {}", stderr.trim());
+        assert_eq!(code, Some(expected), "{what}: {stderr}");
+        assert!(stderr.contains(named), "{what}: {stderr}");
+        assert!(took < Duration::from_secs(5), "{what}: {took:?}");
+    }
 }
