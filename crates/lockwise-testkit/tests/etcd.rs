@@ -158,7 +158,7 @@ async fn waiters_of_separate_backends_are_granted_in_the_order_they_came() {
 }
 
 /// A waiter that gives up leaves the line at once, and one whose process dies (its runtime
-/// gone, nothing sent) leaves it when its session lease ends: the next waiter is not stuck
+/// gone, nothing sent) leaves it when its waiter lease ends: the next waiter is not stuck
 /// behind either.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn waiters_that_give_up_or_die_leave_the_line() {
@@ -209,4 +209,65 @@ async fn waiters_that_give_up_or_die_leave_the_line() {
     assert!(held.release().await.unwrap());
     let next = taking.await.unwrap().expect("the next waiter is not stuck");
     assert!(next.release().await.unwrap());
+}
+
+/// Acquires dropped at every point of joining the line (before, during and after the waiter
+/// key's put) leave no waiter key behind for longer than a waiter lease, even while their
+/// process lives on and keeps its locks' lease alive: nobody waits behind a waiter that is gone.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn acquires_dropped_while_joining_the_line_leave_no_waiter_behind() {
+    let h = EtcdHarness::new();
+    let holder = Locker::new(EtcdBackend::connect(h.url()).await.unwrap());
+    let held = holder
+        .try_acquire("dropped", &LockOptions::ttl(Duration::from_secs(20)))
+        .await
+        .unwrap()
+        .unwrap();
+    let locker = Locker::new(EtcdBackend::connect(h.url()).await.unwrap());
+    // A lock of the waiters' TTL class, renewed throughout: the process lives on.
+    let keeper = locker
+        .try_acquire("keeper", &LockOptions::ttl(Duration::from_secs(2)))
+        .await
+        .unwrap()
+        .unwrap();
+    let kept = tokio::spawn(async move {
+        keeper
+            .run(tokio::time::sleep(Duration::from_secs(30)))
+            .await
+            .unwrap();
+    });
+    let opts = LockOptions::ttl(Duration::from_secs(5)).wait(Duration::from_secs(20));
+    for i in 0..80u64 {
+        let dropped = tokio::time::timeout(
+            Duration::from_micros(i * 75),
+            locker.acquire("dropped", &opts),
+        )
+        .await;
+        assert!(dropped.is_err(), "the lock is held");
+    }
+    let dropped_at = std::time::Instant::now();
+    let mut left = waiters(&h, "dropped").await;
+    while left > 0 && dropped_at.elapsed() < Duration::from_secs(8) {
+        tokio::time::sleep(Duration::from_millis(100)).await;
+        left = waiters(&h, "dropped").await;
+    }
+    eprintln!(
+        "80 dropped acquires: {left} waiter keys left after {:?}",
+        dropped_at.elapsed()
+    );
+    assert_eq!(left, 0, "a dropped acquire's waiter key outlived its lease");
+    // The next waiter is granted at the release, not stuck behind a ghost.
+    let next = Locker::new(EtcdBackend::connect(h.url()).await.unwrap());
+    let taking = tokio::spawn(async move {
+        next.acquire(
+            "dropped",
+            &LockOptions::ttl(Duration::from_secs(5)).wait(Duration::from_secs(5)),
+        )
+        .await
+    });
+    tokio::time::sleep(Duration::from_millis(200)).await;
+    assert!(held.release().await.unwrap());
+    let next = taking.await.unwrap().expect("the next waiter is not stuck");
+    assert!(next.release().await.unwrap());
+    kept.abort();
 }

@@ -1,12 +1,16 @@
 //! The line of waiters for a lock, kept by etcd: first come, first served across processes.
 //!
-//! A waiting acquire puts a waiter key, `P` `wait/` `K` `\0` `<id>`, on the backend's session
-//! lease for [`WAITER_TTL`] (kept alive while it waits, so a crashed waiter leaves the line
-//! within seconds). Its place is the key's create revision. It watches only the waiter just
+//! A waiting acquire puts a waiter key, `P` `wait/` `K` `\0` `<id>`, on a lease of its own,
+//! granted for the wait and kept alive only by the waiter's task. Its place is the key's create
+//! revision. Whatever ends the wait, the key cannot outlive it by more than the lease: a waiter
+//! that is dropped halfway through joining (its put in flight, say) or whose process dies sends
+//! no more keep-alives. A lease shared with the process's locks would keep such a key, and the
+//! waiters behind it, for as long as the process lives. It watches only the waiter just
 //! ahead of it, as etcd's own `concurrency.Mutex` does, and is first once no waiter key with
 //! a lower create revision is left; a key created later always has a higher revision, so being
 //! first lasts. Only the first waiter sends attempts; the others wait for their turn, not for
-//! the lock. The key goes when the acquire ends (granted, timed out or dropped).
+//! the lock. The lease is revoked, and the key goes with it, when the acquire ends (granted,
+//! timed out or dropped).
 //!
 //! The line orders waiters, not every caller: a `try_acquire`, and an acquire's first
 //! attempt (made before it joins), can still take a free lock ahead of the line.
@@ -23,10 +27,15 @@ use super::session::Session;
 use crate::error::Result;
 use crate::lease::OwnerToken;
 
-/// The TTL class of the session that waiter keys live on.
-pub(super) const WAITER_TTL: Duration = Duration::from_secs(2);
+/// How long a waiter's lease lasts past its last keep-alive: the longest that a waiter gone
+/// without a word holds up the line.
+const WAITER_LEASE_SECONDS: i64 = 3;
 
-/// How often a waiter checks that its session is alive (a keep-alive goes out only when due).
+/// What the waiter's keep-alives keep of its lease: at least this much ahead, which leaves a
+/// second of margin for a keep-alive to go out (see the session module's rule).
+const KEEP_AHEAD: Duration = Duration::from_secs(2);
+
+/// How often a waiter checks that its lease is alive (a keep-alive goes out only when due).
 const KEEP_ALIVE_CHECK: Duration = Duration::from_millis(250);
 
 /// A place in the line: `first` turns true when it is this waiter's turn (or when the line is
@@ -36,28 +45,27 @@ pub(super) struct Place {
     pub(super) keep: Leave,
 }
 
-/// Leaves the line when dropped: stops the waiter's task and deletes its key.
+/// Leaves the line when dropped: stops the waiter's task and revokes its lease, which deletes
+/// its key. Armed from the lease's grant on, so a join dropped mid-way leaves too.
 pub(super) struct Leave {
-    task: tokio::task::JoinHandle<()>,
+    task: Option<tokio::task::JoinHandle<()>>,
     backend: EtcdBackend,
-    name: Vec<u8>,
+    lease: i64,
 }
 
 impl Drop for Leave {
     fn drop(&mut self) {
-        self.task.abort();
+        if let Some(task) = &self.task {
+            task.abort();
+        }
         let Ok(handle) = tokio::runtime::Handle::try_current() else {
-            // No runtime: the session lease ends the key.
+            // No runtime: the lease, no longer kept alive, ends the key.
             return;
         };
-        let backend = self.backend.clone();
-        let name = std::mem::take(&mut self.name);
+        let (backend, lease) = (self.backend.clone(), self.lease);
         handle.spawn(async move {
             let _ = backend
-                .call(|mut client| {
-                    let name = name.clone();
-                    async move { client.delete(name, None).await }
-                })
+                .call(|mut client| async move { client.lease_revoke(lease).await })
                 .await;
         });
     }
@@ -74,7 +82,12 @@ fn waiter_prefix(prefix: &str, key: &str) -> Vec<u8> {
 impl EtcdBackend {
     /// Joins the line of waiters for lock `key`.
     pub(super) async fn join_line(&self, key: &str) -> Result<Place> {
-        let session = self.session(WAITER_TTL, Instant::now()).await?;
+        let session = Session::grant(self, WAITER_LEASE_SECONDS).await?;
+        let mut keep = Leave {
+            task: None,
+            backend: self.clone(),
+            lease: session.id,
+        };
         let prefix = waiter_prefix(&self.inner.prefix, key);
         let mut name = prefix.clone();
         name.extend_from_slice(OwnerToken::random().to_hex().as_bytes());
@@ -90,29 +103,21 @@ impl EtcdBackend {
         .await?;
         let (tx, first) = watch::channel(false);
         let backend = self.clone();
-        let mine = name.clone();
-        let task = tokio::spawn(async move {
+        keep.task = Some(tokio::spawn(async move {
             tokio::join!(
                 backend.keep_in_line(&session, &tx),
-                backend.wait_for_turn(&prefix, &mine, &tx),
+                backend.wait_for_turn(&prefix, &name, &tx),
             );
-        });
-        Ok(Place {
-            first,
-            keep: Leave {
-                task,
-                backend: self.clone(),
-                name,
-            },
-        })
+        }));
+        Ok(Place { first, keep })
     }
 
-    /// Keeps the waiter's session alive; if it is gone, so is the waiter's key, and the waiter
+    /// Keeps the waiter's lease alive; if it is gone, so is the waiter's key, and the waiter
     /// races for the lock again.
     async fn keep_in_line(&self, session: &Arc<Session>, first: &watch::Sender<bool>) {
         loop {
             tokio::time::sleep(KEEP_ALIVE_CHECK).await;
-            match session.cover(self, WAITER_TTL, Instant::now()).await {
+            match session.cover(self, KEEP_AHEAD, Instant::now()).await {
                 Ok(Ok(())) => {}
                 Ok(Err(_gone)) => {
                     first.send_replace(true);

@@ -157,6 +157,15 @@ impl Sessions {
         if let Some(session) = sessions.get(&seconds).filter(|s| !s.is_gone()) {
             return Ok(session.clone());
         }
+        let session = Session::grant(backend, seconds).await?;
+        sessions.insert(seconds, session.clone());
+        Ok(session)
+    }
+}
+
+impl Session {
+    /// A new lease of `seconds` (or more, if the server raised it), shared with no one.
+    pub(super) async fn grant(backend: &EtcdBackend, seconds: i64) -> Result<Arc<Session>> {
         let sent = Instant::now();
         let answer = backend
             .call(|mut client| async move { client.lease_grant(seconds, None).await })
@@ -170,12 +179,7 @@ impl Sessions {
             refreshing: AtomicBool::new(false),
             gone: AtomicBool::new(false),
         });
-        tracing::debug!(
-            lease = session.id,
-            ?granted,
-            "etcd: a session lease granted"
-        );
-        sessions.insert(seconds, session.clone());
+        tracing::debug!(lease = session.id, ?granted, "etcd: a lease granted");
         Ok(session)
     }
 }
