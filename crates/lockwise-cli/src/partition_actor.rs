@@ -111,13 +111,19 @@ impl Fence {
     ) -> lockwise::Result<bool> {
         let done = match self {
             Fence::File(dir) => {
-                return fenced_file(dir, resource)
-                    .write(value, token.get())
-                    .map_err(|e| Error::Backend {
-                        backend: "file",
-                        message: format!("fenced write of {resource:?} failed: {e}"),
-                        source: None,
-                    });
+                // The write waits for the file's flock, which a frozen writer may hold until it
+                // is thawed: on a blocking thread, so that the member's own work (renewals,
+                // roster, other keys) goes on meanwhile.
+                let (file, value) = (fenced_file(dir, resource), value.to_owned());
+                let written = tokio::task::spawn_blocking(move || file.write(&value, token.get()))
+                    .await
+                    .map_err(std::io::Error::other)
+                    .and_then(|written| written);
+                return written.map_err(|e| Error::Backend {
+                    backend: "file",
+                    message: format!("fenced write of {resource:?} failed: {e}"),
+                    source: None,
+                });
             }
             Fence::Redis(redis) => redis.fenced_set(resource, value.as_bytes(), token).await,
             Fence::Postgres(fence) => {

@@ -1,5 +1,5 @@
 //! Key partitioning with real processes: 4 member processes (`lockwise partition-actor`), 1,000
-//! keys, 1 s leases, on Redis and on PostgreSQL. Each key has exactly one owner per
+//! keys, 1 s leases, on Redis, PostgreSQL and etcd. Each key has exactly one owner per
 //! generation; a fifth member takes about 1/5 of the keys; SIGKILL of a member moves only its
 //! keys, within its lease; SIGSTOP of a member past its lease moves its keys, and after SIGCONT
 //! its late writes are rejected by the fence; the history checker finds no key worked on by
@@ -177,7 +177,14 @@ fn moved(before: &BTreeMap<u32, String>, after: &BTreeMap<u32, String>) -> Vec<u
         .collect()
 }
 
-fn scenario(server: &str, url: &str, group: &str, fence_dir: Option<&std::path::Path>) {
+/// `lease`: how long the server keeps a dead member's lock of TTL [`TTL`] at most.
+fn scenario(
+    server: &str,
+    url: &str,
+    group: &str,
+    fence_dir: Option<&std::path::Path>,
+    lease: Duration,
+) {
     let mut actors: Vec<Actor> = (0..4)
         .map(|i| Actor::start(url, group, &format!("m{i}"), fence_dir))
         .collect();
@@ -235,11 +242,11 @@ fn scenario(server: &str, url: &str, group: &str, fence_dir: Option<&std::path::
     assert!(g3 > g2);
     assert_eq!(moved_kill, m1_keys, "only the killed member's keys move");
     assert!(
-        kill_time < TTL + Duration::from_millis(1500),
+        kill_time < lease + Duration::from_millis(1500),
         "{kill_time:?}"
     );
     println!(
-        "[{server}] SIGKILL of m1: {} keys moved (its own), settled in {kill_time:?} (lease {TTL:?})",
+        "[{server}] SIGKILL of m1: {} keys moved (its own), settled in {kill_time:?} (lease {lease:?})",
         moved_kill.len()
     );
 
@@ -396,7 +403,7 @@ fn stale_accepted(writes: &[TimedWrite]) -> Vec<String> {
 fn partition_members_on_redis() {
     let ns = RedisNamespace::new("partition-members");
     let group = ns.prefix().to_owned();
-    scenario("redis", ns.url(), &group, None);
+    scenario("redis", ns.url(), &group, None, TTL);
     for start in ["lockwise:{", "lockwise:partition:{", "lockwise:fenced:{"] {
         ns.delete_matching(&format!("{start}{group}"));
     }
@@ -405,7 +412,7 @@ fn partition_members_on_redis() {
 #[test]
 fn partition_members_on_postgres() {
     let db = PgDatabase::postgres("partition_members");
-    scenario("postgres", &db.url(), "orders", None);
+    scenario("postgres", &db.url(), "orders", None, TTL);
 }
 
 /// On etcd, the fenced writes go to fenced files (etcd holds no fenced value of its own).
@@ -418,5 +425,7 @@ fn partition_members_on_etcd() {
         "{}/{group}/",
         lockwise_testkit::etcd_url().trim_end_matches('/')
     );
-    scenario("etcd", &url, "orders", Some(fences.path()));
+    // etcd's leases are whole seconds: a 1 s lock lives on a 2 s lease.
+    let lease = Duration::from_secs(lockwise::backend::etcd::lease_seconds(TTL).unsigned_abs());
+    scenario("etcd", &url, "orders", Some(fences.path()), lease);
 }
