@@ -10,12 +10,14 @@ pub mod conformance;
 pub mod etcd_cluster;
 pub mod flaky;
 pub mod harness;
+pub mod pgbouncer;
 pub mod proxy;
 pub mod redis_cluster;
 pub mod sentinel_group;
 pub mod servers;
 
 pub use etcd_cluster::{EtcdCluster, EtcdTlsFiles};
+pub use pgbouncer::{PgBouncer, PoolMode};
 pub use redis_cluster::RedisCluster;
 pub use sentinel_group::SentinelGroup;
 pub use servers::{MariaDbServer, PgServer};

@@ -26,9 +26,10 @@ use sqlx::{AssertSqlSafe, ConnectOptions};
 
 use super::session::{Granted, SessionLocks, SessionSql, session_backend};
 use crate::db::pg_conn::{
-    DEFAULT_SCHEMA, Schema, advisory_key, connect, connect_options, token_from_db,
+    CONNECT_TIMEOUT, DEFAULT_SCHEMA, Schema, advisory_key, connect, connect_options, token_from_db,
 };
-use crate::error::Result;
+use crate::db::pg_pooler::lends_servers;
+use crate::error::{Error, Result};
 use crate::lease::OwnerToken;
 use crate::url::redact_url;
 
@@ -93,7 +94,8 @@ impl PostgresBuilder {
             .disable_statement_logging();
         let shown = redact_url(&self.url);
         let mut first = connect(&options, &shown).await?;
-        schema.migrate(&mut first).await?;
+        refuse_a_transaction_pooler(&mut first, &options, &shown).await?;
+        schema.migrate(&mut first, true).await?;
         let grant_sql = schema.sql(
             "SELECT set_config('idle_session_timeout', $3, false), pg_backend_pid(), \
              CASE WHEN pg_try_advisory_lock($1, $2) THEN nextval('{schema}.fence_seq') END",
@@ -106,6 +108,28 @@ impl PostgresBuilder {
             locks: SessionLocks::new(sql, shown, self.namespace, first),
         })
     }
+}
+
+/// A session advisory lock lives as long as its server session, which a transaction-pooling
+/// proxy lends to another client after each statement: refused, with the ways out.
+async fn refuse_a_transaction_pooler(
+    conn: &mut PgConnection,
+    options: &PgConnectOptions,
+    shown: &str,
+) -> Result<()> {
+    let pooled = tokio::time::timeout(CONNECT_TIMEOUT, lends_servers(conn, options))
+        .await
+        .map_err(|_| Error::no_answer("a check for a pooling proxy", CONNECT_TIMEOUT))?
+        .map_err(|e| Error::backend("postgres", format!("cannot check {shown}: {e}"), e))?;
+    if pooled {
+        return Err(Error::config(format!(
+            "{shown} lends each server connection per transaction (PgBouncer pool_mode = \
+             transaction or statement), so a session advisory lock could pass to another \
+             client: lock inside a transaction with lockwise::postgres::Store::lock_xact, or \
+             connect to PostgreSQL directly or through a session-mode pool"
+        )));
+    }
+    Ok(())
 }
 
 impl PostgresBackend {

@@ -5,6 +5,8 @@
 pub(crate) mod mysql_conn;
 #[cfg(feature = "postgres")]
 pub(crate) mod pg_conn;
+#[cfg(feature = "postgres")]
+pub(crate) mod pg_pooler;
 
 #[cfg(any(feature = "postgres", feature = "mysql"))]
 pub(crate) use pool::open_pool;

@@ -78,20 +78,36 @@ impl Schema {
     }
 
     /// Creates the schema's objects if missing; safe when several processes do it at once.
-    /// When they all exist already (the usual case) this is one read-only query.
-    pub(crate) async fn migrate(&self, conn: &mut PgConnection) -> Result<()> {
-        let present: bool = sqlx::query_scalar(self.sql(
+    /// When they all exist already (the usual case) this is one read-only query. With
+    /// `persistent` false (behind a transaction-pooling proxy, see
+    /// [`pg_pooler`](super::pg_pooler)) the statements are unnamed, and the read is in the
+    /// transaction too.
+    pub(crate) async fn migrate(&self, conn: &mut PgConnection, persistent: bool) -> Result<()> {
+        let present_sql = self.sql(
             "SELECT to_regclass('{schema}.once') IS NOT NULL \
                AND to_regclass('{schema}.fence_seq') IS NOT NULL \
                AND to_regprocedure('{schema}.fence(text, bigint)') IS NOT NULL",
-        ))
-        .fetch_one(&mut *conn)
-        .await?;
-        if present {
-            return Ok(());
+        );
+        if persistent {
+            let present: bool = sqlx::query_scalar(AssertSqlSafe(present_sql.0.clone()))
+                .fetch_one(&mut *conn)
+                .await?;
+            if present {
+                return Ok(());
+            }
         }
         let mut tx = conn.begin().await?;
+        if !persistent {
+            let present: bool = sqlx::query_scalar(present_sql)
+                .persistent(false)
+                .fetch_one(&mut *tx)
+                .await?;
+            if present {
+                return tx.commit().await.map_err(Error::from);
+            }
+        }
         sqlx::query("SELECT pg_advisory_xact_lock($1, 0)")
+            .persistent(persistent)
             .bind(ADVISORY_CLASS)
             .execute(&mut *tx)
             .await?;

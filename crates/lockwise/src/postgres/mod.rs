@@ -42,6 +42,7 @@ use sqlx::{AssertSqlSafe, Postgres, Transaction};
 use tokio::sync::OnceCell;
 
 use crate::db::pg_conn::{Schema, token_from_db};
+use crate::db::pg_pooler::PgDb;
 use crate::error::{Error, Result};
 use crate::lease::{FencingToken, validate_key};
 use crate::options::Retry;
@@ -85,7 +86,7 @@ pub enum Once<T> {
 /// transactions. Cheap to clone.
 #[derive(Debug, Clone)]
 pub struct Store {
-    pool: PgPool,
+    db: PgDb,
     schema: Arc<Schema>,
     namespace: Option<Arc<str>>,
     ready: Arc<OnceCell<()>>,
@@ -95,7 +96,7 @@ impl Store {
     /// The tools in the default schema, `lockwise`.
     pub fn new(pool: PgPool) -> Self {
         Store {
-            pool,
+            db: PgDb::new(pool),
             schema: Arc::new(Schema::default_schema()),
             namespace: None,
             ready: Arc::default(),
@@ -129,8 +130,9 @@ impl Store {
     pub async fn migrate(&self) -> Result<()> {
         self.ready
             .get_or_try_init(|| async {
-                let mut conn = self.pool.acquire().await?;
-                self.schema.migrate(&mut conn).await
+                let pooled = self.db.pooled().await?;
+                let mut conn = self.db.pool().acquire().await?;
+                self.schema.migrate(&mut conn, !pooled).await
             })
             .await
             .map(|_| ())
@@ -152,7 +154,7 @@ impl Store {
             )));
         }
         sqlx::query(self.schema.sql("DROP SCHEMA IF EXISTS {schema} CASCADE"))
-            .execute(&self.pool)
+            .execute(&self.db)
             .await?;
         Ok(())
     }
@@ -188,10 +190,12 @@ impl Store {
             "SELECT CASE WHEN pg_try_advisory_xact_lock($1, $2) THEN nextval('{schema}.fence_seq') END \
              FROM (SELECT set_config('synchronous_commit', 'on', true)) durable",
         );
+        let persistent = !self.db.pooled().await?;
         let give_up = tokio::time::Instant::now() + wait;
         let mut retry = Retry::exponential(Duration::from_millis(5), Duration::from_millis(200));
         loop {
             let token: Option<i64> = sqlx::query_scalar(AssertSqlSafe(sql.0.clone()))
+                .persistent(persistent)
                 .bind(class)
                 .bind(half)
                 .fetch_one(&mut *conn)
@@ -231,7 +235,9 @@ impl Store {
         let presented = i64::try_from(token.get()).map_err(|_| {
             Error::config(format!("fencing token {token} exceeds PostgreSQL bigint"))
         })?;
+        let persistent = !self.db.pooled().await?;
         let result = sqlx::query(self.schema.sql("SELECT {schema}.fence($1, $2)"))
+            .persistent(persistent)
             .bind(resource)
             .bind(presented)
             .execute(&mut *conn)
@@ -268,7 +274,7 @@ impl Store {
                 .sql("SELECT token FROM {schema}.fence WHERE resource = $1"),
         )
         .bind(resource)
-        .fetch_optional(&self.pool)
+        .fetch_optional(&self.db)
         .await?;
         token.map(token_from_db).transpose()
     }
@@ -292,21 +298,22 @@ impl Store {
         E: From<Error>,
     {
         self.migrate().await?;
-        let mut tx = self.pool.begin().await.map_err(Error::from)?;
+        let mut tx = self.db.begin().await.map_err(Error::from)?;
         let marked =
             sqlx::query(self.schema.sql(
                 "INSERT INTO {schema}.once (scope, key) VALUES ($1, $2) ON CONFLICT DO NOTHING",
             ))
             .bind(scope)
             .bind(key)
-            .execute(&mut *tx)
+            .execute(&mut tx)
             .await
             .map_err(Error::from)?;
         if marked.rows_affected() == 0 {
             tx.rollback().await.map_err(Error::from)?;
             return Ok(Once::AlreadyDone);
         }
-        let value = effect(&mut tx).await?; // an error drops `tx`: marker and effect roll back
+        // An error drops `tx`: marker and effect roll back.
+        let value = effect(tx.transaction()).await?;
         tx.commit().await.map_err(Error::from)?;
         Ok(Once::Done(value))
     }

@@ -11,7 +11,7 @@ use std::time::Duration;
 use lockwise::queue::{
     ConnectOptions, Executor, Job, JobContext, JobId, JobState, Queue, Stats, Worker,
 };
-use lockwise_testkit::{MysqlDatabase, PgSchema};
+use lockwise_testkit::{MysqlDatabase, PgBouncer, PgSchema, PoolMode};
 use serde_json::json;
 use sqlx::postgres::PgPoolOptions;
 use tokio::time::{Instant, sleep};
@@ -39,6 +39,20 @@ async fn queue(label: &str) -> (PgSchema, Queue) {
     let q = Queue::with_schema(pool, schema.name(), "q").unwrap();
     q.migrate().await.unwrap();
     (schema, q)
+}
+
+/// A queue whose pool goes through a private PgBouncer in transaction pooling mode.
+async fn bounced_queue(label: &str) -> (PgBouncer, PgSchema, Queue) {
+    let bouncer = PgBouncer::start(PoolMode::Transaction);
+    let schema = PgSchema::new(label);
+    let pool = PgPoolOptions::new()
+        .max_connections(20)
+        .connect(&bouncer.url_of(schema.url()))
+        .await
+        .expect("PgBouncer is not reachable; run scripts/services");
+    let q = Queue::with_schema(pool, schema.name(), "q").unwrap();
+    q.migrate().await.unwrap();
+    (bouncer, schema, q)
 }
 
 /// Jobs waiting to run: ready or scheduled.
@@ -109,6 +123,14 @@ macro_rules! on_both_databases {
             $(#[tokio::test]
             async fn $case() {
                 let (_database, q) = super::my_queue("q").await;
+                super::$module::$case(q).await;
+            })*
+        }
+        /// PostgreSQL behind PgBouncer in transaction pooling mode.
+        mod pgbouncer {
+            $(#[tokio::test]
+            async fn $case() {
+                let (_bouncer, _schema, q) = super::bounced_queue("q").await;
                 super::$module::$case(q).await;
             })*
         }

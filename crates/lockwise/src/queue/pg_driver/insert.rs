@@ -28,7 +28,7 @@ impl Insert for PgDriver {
     const MAX_BYTES: usize = 16 << 20;
 
     fn pool(&self) -> &PgPool {
-        &self.pool
+        self.db.pool()
     }
 
     async fn insert_many(
@@ -55,8 +55,11 @@ impl Insert for PgDriver {
             Option<Vec<String>>,
             Option<Vec<i64>>,
         );
+        // Called in a transaction: behind a pooling proxy only the statement's name matters.
+        let persistent = !self.db.pooled().await?;
         let (ids, inserted, held_keys, held_ids): Answer =
             sqlx::query_as(q(&self.sql.enqueue_many))
+                .persistent(persistent)
                 .bind(queue)
                 .bind(payloads)
                 .bind(&priorities)
@@ -100,9 +103,30 @@ impl Insert for PgDriver {
     }
 
     async fn insert(&self, conn: &mut PgConnection, queue: &str, job: &Job) -> Result<Enqueued> {
+        if self.db.pooled().await? {
+            // Behind a pooling proxy: unnamed, in a transaction (or a savepoint of the
+            // caller's) that keeps one server from parse to execute.
+            let mut tx = sqlx::Connection::begin(&mut *conn).await?;
+            let enqueued = self.insert_one(&mut tx, queue, job, false).await?;
+            tx.commit().await?;
+            return Ok(enqueued);
+        }
+        self.insert_one(conn, queue, job, true).await
+    }
+}
+
+impl PgDriver {
+    async fn insert_one(
+        &self,
+        conn: &mut PgConnection,
+        queue: &str,
+        job: &Job,
+        persistent: bool,
+    ) -> Result<Enqueued> {
         let window = job.windowed_key().map(|(_, window)| secs(window));
         for _ in 0..3 {
             let row: Option<(i64, bool)> = sqlx::query_as(q(&self.sql.enqueue))
+                .persistent(persistent)
                 .bind(queue)
                 .bind(&job.payload)
                 .bind(job.priority)

@@ -1,8 +1,7 @@
 //! The versioned migrations of the queue schema, and applying them.
 
+use crate::db::pg_pooler::PgConn;
 use sqlx::AssertSqlSafe;
-use sqlx::Connection;
-use sqlx::postgres::PgConnection;
 
 use super::PgDriver;
 use super::statements::q;
@@ -47,7 +46,7 @@ pub(super) fn migration_sql(text: &str, schema: &Schema, channel: &str) -> Asser
 impl PgDriver {
     /// The newest queue migration applied to the schema, `None` when its migrations table is
     /// missing: catalog reads only, no privilege needed and nothing created.
-    pub(super) async fn applied_version(&self, conn: &mut PgConnection) -> Result<Option<i32>> {
+    pub(super) async fn applied_version(&self, conn: &mut PgConn) -> Result<Option<i32>> {
         let table = self.schema.sql("{schema}.queue_migrations").0;
         let exists: bool = sqlx::query_scalar(q(&self.sql.migrations_exist))
             .bind(&table)
@@ -61,7 +60,7 @@ impl PgDriver {
             .await?)
     }
 
-    pub(super) async fn apply_migrations(&self, conn: &mut PgConnection) -> Result<()> {
+    pub(super) async fn apply_migrations(&self, conn: &mut PgConn) -> Result<()> {
         // Up to date (the usual case): two reads and no DDL, so that a user without CREATE
         // privileges can open a queue an administrator migrated.
         if self.applied_version(conn).await? >= Some(LATEST) {
@@ -70,24 +69,24 @@ impl PgDriver {
         let mut tx = conn.begin().await?;
         sqlx::query(q(&self.sql.migrate_lock))
             .bind(ADVISORY_CLASS)
-            .execute(&mut *tx)
+            .execute(&mut tx)
             .await?;
         sqlx::raw_sql(q(&self.sql.migrations_table))
-            .execute(&mut *tx)
+            .execute(&mut tx)
             .await?;
         let current: Option<i32> = sqlx::query_scalar(q(&self.sql.migration_version))
-            .fetch_one(&mut *tx)
+            .fetch_one(&mut tx)
             .await?;
         for (version, text) in MIGRATIONS {
             if current.is_some_and(|c| c >= *version) {
                 continue;
             }
             sqlx::raw_sql(migration_sql(text, &self.schema, &self.channel))
-                .execute(&mut *tx)
+                .execute(&mut tx)
                 .await?;
             sqlx::query(q(&self.sql.migration_applied))
                 .bind(version)
-                .execute(&mut *tx)
+                .execute(&mut tx)
                 .await?;
             tracing::info!(version, "queue schema migrated");
         }

@@ -106,6 +106,7 @@ use self::listen::listen;
 use self::migrations::LATEST;
 use self::statements::{Statements, q};
 use crate::db::pg_conn::{ADVISORY_CLASS, Schema};
+use crate::db::pg_pooler::PgDb;
 use crate::error::{Error, Result};
 use crate::queue::bulk::{Insert, insert_all, insert_in};
 use crate::queue::driver::{ClaimRequest, Driver, FailedAttempt};
@@ -133,7 +134,7 @@ const HISTORY_LOCK_WAIT_MS: i32 = 20;
 /// The queues of one PostgreSQL schema.
 #[derive(Debug)]
 pub(super) struct PgDriver {
-    pool: PgPool,
+    db: PgDb,
     schema: Schema,
     /// The schema's plain name, for messages.
     schema_name: String,
@@ -171,7 +172,7 @@ impl PgDriver {
         let channel = format!("{schema_name}_jobs");
         PgDriver {
             sql: Statements::new(&schema, &channel),
-            pool,
+            db: PgDb::new(pool),
             schema,
             schema_name: schema_name.to_owned(),
             channel,
@@ -192,7 +193,7 @@ impl PgDriver {
             .bind(secs(span))
             .bind(ADVISORY_CLASS)
             .bind(HISTORY_LOCK_WAIT_MS)
-            .execute(&self.pool)
+            .execute(&self.db)
             .await?;
         Ok(())
     }
@@ -207,13 +208,9 @@ impl PgDriver {
             }
             *last = Some(now);
         }
-        let mut tx = self.pool.begin().await?;
-        sqlx::query(q(&self.sql.seal_lock))
-            .execute(&mut *tx)
-            .await?;
-        sqlx::query(q(&self.sql.seal_done))
-            .execute(&mut *tx)
-            .await?;
+        let mut tx = self.db.begin().await?;
+        sqlx::query(q(&self.sql.seal_lock)).execute(&mut tx).await?;
+        sqlx::query(q(&self.sql.seal_done)).execute(&mut tx).await?;
         tx.commit().await.map_err(Error::from)
     }
 }
@@ -223,7 +220,7 @@ impl Driver for PgDriver {
     async fn migrate(&self) -> Result<()> {
         self.migrated
             .get_or_try_init(|| async {
-                let mut conn = self.pool.acquire().await?;
+                let mut conn = self.db.acquire().await?;
                 self.apply_migrations(&mut conn).await
             })
             .await
@@ -231,7 +228,7 @@ impl Driver for PgDriver {
     }
 
     async fn verify_migrated(&self) -> Result<()> {
-        let mut conn = self.pool.acquire().await?;
+        let mut conn = self.db.acquire().await?;
         let current = self.applied_version(&mut conn).await?;
         if current.is_none_or(|c| c < LATEST) {
             return Err(Error::NotMigrated {
@@ -282,7 +279,7 @@ impl Driver for PgDriver {
             .bind(&ids)
             .bind(&attempts)
             .bind(&segments)
-            .fetch_all(&self.pool)
+            .fetch_all(&self.db)
             .await;
         let rows = match rows {
             Ok(rows) => rows,
@@ -327,7 +324,7 @@ impl Driver for PgDriver {
             .bind(&ids)
             .bind(&attempts)
             .bind(&segments)
-            .fetch_all(&self.pool)
+            .fetch_all(&self.db)
             .await?;
         Ok(started.into_iter().map(JobId).collect())
     }
@@ -340,7 +337,7 @@ impl Driver for PgDriver {
             .bind(&ids)
             .bind(&attempts)
             .bind(&segments)
-            .fetch_one(&self.pool)
+            .fetch_one(&self.db)
             .await?;
         self.forget_segments(finished);
         Ok(u64::try_from(done).unwrap_or(0))
@@ -354,7 +351,7 @@ impl Driver for PgDriver {
             .bind(failed.error)
             .bind(secs(failed.retry_in))
             .bind(failed.final_failure)
-            .fetch_optional(&self.pool)
+            .fetch_optional(&self.db)
             .await?;
         self.forget_segments(&[(failed.id, failed.attempt)]);
         Ok(state.is_some())
@@ -366,7 +363,7 @@ impl Driver for PgDriver {
             .bind(&ids)
             .bind(&attempts)
             .bind(secs(lease))
-            .fetch_all(&self.pool)
+            .fetch_all(&self.db)
             .await?;
         Ok(owned.into_iter().map(JobId).collect())
     }
@@ -376,7 +373,7 @@ impl Driver for PgDriver {
         let back: Vec<i64> = sqlx::query_scalar(q(&self.sql.hand_back))
             .bind(&ids)
             .bind(&attempts)
-            .fetch_all(&self.pool)
+            .fetch_all(&self.db)
             .await?;
         self.forget_segments(running);
         Ok(back.len() as u64)
@@ -386,7 +383,7 @@ impl Driver for PgDriver {
         self.migrate().await?;
         let rescued: i64 = sqlx::query_scalar(q(&self.sql.reap))
             .bind(ADVISORY_CLASS)
-            .fetch_one(&self.pool)
+            .fetch_one(&self.db)
             .await?;
         if rescued > 0 {
             tracing::warn!(jobs = rescued, "rescued jobs whose lease expired");
@@ -398,7 +395,7 @@ impl Driver for PgDriver {
         self.migrate().await?;
         let row = sqlx::query(q(&self.sql.stats))
             .bind(queue)
-            .fetch_one(&self.pool)
+            .fetch_one(&self.db)
             .await?;
         let get = |c: &str| row.try_get::<i64, _>(c).map_err(Error::from);
         Ok(Stats {
@@ -416,7 +413,7 @@ impl Driver for PgDriver {
         let rows = sqlx::query(q(&self.sql.dead))
             .bind(queue)
             .bind(limit)
-            .fetch_all(&self.pool)
+            .fetch_all(&self.db)
             .await?;
         rows.iter().map(job_info).collect()
     }
@@ -425,7 +422,7 @@ impl Driver for PgDriver {
         self.migrate().await?;
         let done = sqlx::query(q(&self.sql.retry))
             .bind(id.0)
-            .execute(&self.pool)
+            .execute(&self.db)
             .await?;
         Ok(done.rows_affected() == 1)
     }
@@ -439,9 +436,9 @@ impl Driver for PgDriver {
         self.migrate().await?;
         // After the seal's row is taken, so that the counts it subtracts are exactly those
         // of the sealed rows it deletes.
-        let mut tx = self.pool.begin().await?;
+        let mut tx = self.db.begin().await?;
         sqlx::query(q(&self.sql.prune_lock))
-            .execute(&mut *tx)
+            .execute(&mut tx)
             .await?;
         let sql = match queue {
             Some(_) => &self.sql.delete_finished,
@@ -451,7 +448,7 @@ impl Driver for PgDriver {
             .bind(queue)
             .bind(state)
             .bind(secs(older_than))
-            .fetch_one(&mut *tx)
+            .fetch_one(&mut tx)
             .await?;
         tx.commit().await?;
         if state != "dead" {
@@ -464,7 +461,7 @@ impl Driver for PgDriver {
         self.migrate().await?;
         let row = sqlx::query(q(&self.sql.job))
             .bind(id.0)
-            .fetch_optional(&self.pool)
+            .fetch_optional(&self.db)
             .await?;
         row.as_ref().map(job_info).transpose()
     }
@@ -477,7 +474,7 @@ impl Driver for PgDriver {
                     .bind(queue)
                     .bind(state == JobState::Ready)
                     .bind(limit)
-                    .fetch_all(&self.pool)
+                    .fetch_all(&self.db)
                     .await?
             }
             _ => {
@@ -485,7 +482,7 @@ impl Driver for PgDriver {
                     .bind(queue)
                     .bind(state.as_str())
                     .bind(limit)
-                    .fetch_all(&self.pool)
+                    .fetch_all(&self.db)
                     .await?
             }
         };
@@ -500,7 +497,7 @@ impl Driver for PgDriver {
         for _ in 0..4 {
             let done = sqlx::query(q(&self.sql.cancel))
                 .bind(id.0)
-                .execute(&self.pool)
+                .execute(&self.db)
                 .await?;
             if done.rows_affected() == 1 {
                 return Ok(true);
@@ -528,11 +525,15 @@ impl Driver for PgDriver {
     }
 
     async fn wake_ups(&self, queues: &[&str], wake: Arc<Notify>, stop: CancellationToken) {
-        listen(&self.pool, &self.channel, queues, &wake, &stop).await;
+        match self.db.pooled().await {
+            // A pooling proxy carries no LISTEN: the worker polls.
+            Ok(true) => stop.cancelled().await,
+            Ok(false) | Err(_) => listen(self.db.pool(), &self.channel, queues, &wake, &stop).await,
+        }
     }
 
     fn postgres_pool(&self) -> Option<&PgPool> {
-        Some(&self.pool)
+        Some(self.db.pool())
     }
 }
 

@@ -91,9 +91,9 @@ impl PgDriver {
         }
         // One connection for the round: its statements do not queue behind the claims for
         // the pool one by one.
-        let mut conn = self.pool.acquire().await?;
+        let mut conn = self.db.acquire().await?;
         let rows: Vec<(String, i32, i64, i64, bool)> = sqlx::query_as(q(&self.sql.rings))
-            .fetch_all(&mut *conn)
+            .fetch_all(&mut conn)
             .await?;
         let started = std::time::Instant::now();
         let (mut truncated, mut tried) = (0, 0);
@@ -138,7 +138,7 @@ impl PgDriver {
                     .bind(group)
                     .bind(ADVISORY_CLASS)
                     .bind(wait_ms)
-                    .fetch_one(&mut *conn)
+                    .fetch_one(&mut conn)
                     .await?;
                 done += usize::try_from(n).unwrap_or(0);
             }
