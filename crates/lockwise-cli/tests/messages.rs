@@ -485,3 +485,23 @@ fn a_full_disk_is_an_output_error_for_every_printing_command() {
     );
     assert_eq!(code, 74, "members: {err}");
 }
+
+/// `run` behind PgBouncer in transaction pooling mode is refused before anything runs (a
+/// session lock could pass to another client), in one line that names the ways out; through a
+/// session-mode pool it runs.
+#[test]
+fn run_behind_transaction_pooling_names_lock_xact_and_a_session_pool() {
+    use lockwise_testkit::{PgBouncer, PoolMode};
+    let transaction = PgBouncer::start(PoolMode::Transaction);
+    let url = transaction.url_of(&lockwise_testkit::postgres_url());
+    let (code, err, _) = run_on(&url);
+    assert_eq!(code, 64, "{err}");
+    assert_eq!(err.trim().lines().count(), 1, "{err}");
+    for named in ["per transaction", "lock_xact", "session-mode pool"] {
+        assert!(err.contains(named), "{named:?} missing from: {err}");
+    }
+    let session = PgBouncer::start(PoolMode::Session);
+    let url = session.url_of(&lockwise_testkit::postgres_url());
+    let (code, err, _) = run_on(&url);
+    assert_eq!(code, 0, "{err}");
+}

@@ -1,6 +1,8 @@
 //! A private Redis Sentinel group for the fault tests: a primary, one replica and three
 //! sentinels on spare loopback ports (Debian's `redis-server`, the sentinels run as
-//! `redis-server --sentinel`), each in a temporary directory, killed on drop.
+//! `redis-server --sentinel`), each in a temporary directory, killed on drop. The replica
+//! replicates through a [`TcpProxy`], so that a test can cut the replication link and let the
+//! replica fall behind.
 
 use std::path::Path;
 use std::process::{Command, Stdio};
@@ -10,6 +12,7 @@ use std::time::{Duration, Instant};
 use nix::sys::signal::Signal;
 
 use crate::free_port;
+use crate::proxy::TcpProxy;
 use crate::servers::{ServerProcess, redis_cli as cli, wait_ready};
 
 /// The name the sentinels know the primary by.
@@ -21,6 +24,8 @@ pub struct SentinelGroup {
     /// The two data servers: `(port, process)`; either may be the primary.
     servers: Vec<(u16, ServerProcess)>,
     sentinels: Vec<(u16, ServerProcess)>,
+    /// The replica's link to the first primary.
+    link: TcpProxy,
     dir: tempfile::TempDir,
 }
 
@@ -29,22 +34,24 @@ impl SentinelGroup {
     /// other.
     pub fn start() -> Self {
         let dir = tempfile::tempdir().unwrap_or_else(|e| panic!("tempdir: {e}"));
+        let primary = free_port();
+        let replica = free_port();
         let mut group = SentinelGroup {
             servers: Vec::new(),
             sentinels: Vec::new(),
+            link: TcpProxy::start(primary),
             dir,
         };
-        let primary = free_port();
-        let replica = free_port();
         group
             .servers
             .push((primary, server(group.dir.path(), primary, None)));
         wait_ready("redis", primary, || {
             cli(primary, &["PING"]).as_deref() == Some("PONG")
         });
-        group
-            .servers
-            .push((replica, server(group.dir.path(), replica, Some(primary))));
+        group.servers.push((
+            replica,
+            server(group.dir.path(), replica, Some(group.link.port())),
+        ));
         wait_ready("redis replica", replica, || {
             cli(replica, &["INFO", "replication"])
                 .is_some_and(|info| info.contains("master_link_status:up"))
@@ -136,6 +143,12 @@ impl SentinelGroup {
         let answer = cli(port, &["SENTINEL", "failover", MASTER_NAME]);
         assert_eq!(answer.as_deref(), Some("OK"), "SENTINEL FAILOVER");
         self.wait_for_new_primary(old, started)
+    }
+
+    /// The replica's replication link to the first primary: [`TcpProxy::cut`] holds what the
+    /// primary sends, so the replica falls behind (and, promoted, never gets it).
+    pub fn replication_link(&self) -> &TcpProxy {
+        &self.link
     }
 
     /// Freezes (SIGSTOP) or thaws (SIGCONT) the server that is not the primary.

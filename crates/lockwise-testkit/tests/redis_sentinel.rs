@@ -1,7 +1,8 @@
 //! Redis behind Sentinel (a private group: primary, replica, three sentinels): locks and
 //! fenced writes through `redis+sentinel://`, and a failover while a holder holds and waiters
 //! wait: the lock follows the primary, every waiter is granted once, no stale fenced write is
-//! accepted, and the overlap (two holders believing they hold) is measured and printed.
+//! accepted, and the overlap (two holders believing they hold) is measured and printed; and the
+//! window a lagging replica opens, with and without `replicas(1)`.
 
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
@@ -261,4 +262,83 @@ async fn replicas_one_waits_for_the_replica_or_gives_the_grant_back() {
     assert!(e.to_string().contains("0 of 1 replicas"), "{e}");
     let free = plain.try_acquire("k", &opts).await.unwrap();
     assert!(free.is_some(), "the unreplicated grant was given back");
+}
+
+/// The failover window, measured: with the replication link cut, a grant on the primary alone
+/// is lost when the sentinels promote the replica. Another client is granted the lock at once,
+/// with a higher token (the clock floor), while the first still believes it holds until its
+/// next renewal finds the lock gone; its late fenced write is refused. With `replicas(1)` the
+/// same grant is never given: the primary cannot get it to the replica, so it is given back.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_failover_loses_the_grants_the_replica_missed_unless_replicas_waits() {
+    let mut group = SentinelGroup::start();
+    let url = group.url();
+    let ttl = Duration::from_secs(3);
+    let opts = LockOptions::ttl(ttl);
+    let a_backend = RedisBackend::connect(&url).await.unwrap();
+    let a = Locker::new(a_backend.clone());
+    let b_backend = RedisBackend::connect(&url).await.unwrap();
+    let b = Locker::new(b_backend.clone());
+    let waiting = Locker::connect(&format!("{url}?replicas=1")).await.unwrap();
+    // A replicated history first: the replica knows a token of "k".
+    let before = a.try_acquire("k", &opts).await.unwrap().expect("free");
+    let replicated = before.token();
+    assert!(before.release().await.unwrap());
+    tokio::time::sleep(Duration::from_millis(200)).await;
+
+    group.replication_link().cut();
+    let refused = waiting.try_acquire("w", &opts).await;
+    assert!(
+        matches!(&refused, Err(e) if e.to_string().contains("0 of 1 replicas")),
+        "replicas(1) granted without the replica: {refused:?}"
+    );
+    let held = a.try_acquire("k", &opts).await.unwrap().expect("free");
+    let lost_token = held.token();
+    a_backend.fenced_set("res", b"a", lost_token).await.unwrap();
+    let killed = Instant::now();
+    let promotion = tokio::task::block_in_place(|| group.kill_primary());
+
+    // B: granted at once on the promoted replica, which never saw A's grant.
+    let b_guard = loop {
+        match b.try_acquire("k", &opts).await {
+            Ok(Some(guard)) => break guard,
+            Ok(None) => panic!("the promoted replica has A's unreplicated grant"),
+            Err(_) if killed.elapsed() < Duration::from_secs(20) => {
+                tokio::time::sleep(Duration::from_millis(20)).await;
+            }
+            Err(e) => panic!("no grant after the failover: {e}"),
+        }
+    };
+    let granted = Instant::now();
+    assert!(
+        b_guard.token() > lost_token && lost_token > replicated,
+        "tokens {replicated} < {lost_token} < {}",
+        b_guard.token()
+    );
+    b_backend
+        .fenced_set("res", b"b", b_guard.token())
+        .await
+        .unwrap();
+    // A finds out at its next renewal; until then two holders believe they hold.
+    tokio::time::timeout(ttl * 2, held.lost())
+        .await
+        .expect("A's lost signal fires");
+    let overlap = granted.elapsed();
+    assert!(
+        matches!(
+            a_backend.fenced_set("res", b"a-late", lost_token).await,
+            Err(Error::StaleToken { .. })
+        ),
+        "A's late write is refused"
+    );
+    eprintln!(
+        "replication cut, primary killed: 1 of 1 unreplicated grant lost (0 of 1 with \
+         replicas(1), refused up front); promotion {promotion:?}; B granted {:?} after the \
+         kill with token {} > {lost_token}; overlap {overlap:?} until A's lost signal \
+         (TTL {ttl:?}, renewals every TTL/3); A's late fenced write refused",
+        granted - killed,
+        b_guard.token()
+    );
+    assert!(overlap <= ttl, "the overlap is bounded by A's renewal");
+    assert!(b_guard.release().await.unwrap());
 }

@@ -131,3 +131,46 @@ async fn the_transaction_tools_work_behind_transaction_pooling() {
         assert_eq!(matches!(outcome, Once::Done(())), expected_first);
     }
 }
+
+/// Pooling is found while other clients keep the proxy's servers busy: 20 connects of 20, under
+/// 6 tasks sending statements through the same PgBouncer without a pause.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn transaction_pooling_is_found_while_other_clients_are_busy() {
+    let bouncer = PgBouncer::start(PoolMode::Transaction);
+    let url = bouncer.url_of(&lockwise_testkit::postgres_url());
+    let busy = PgPoolOptions::new()
+        .max_connections(6)
+        .connect(&url)
+        .await
+        .unwrap();
+    let stop = tokio_util::sync::CancellationToken::new();
+    let load: Vec<_> = (0..6)
+        .map(|_| {
+            let (busy, stop) = (busy.clone(), stop.clone());
+            tokio::spawn(async move {
+                let mut sent = 0u64;
+                while !stop.is_cancelled() {
+                    sqlx::raw_sql("SELECT pg_backend_pid()")
+                        .execute(&busy)
+                        .await
+                        .unwrap();
+                    sent += 1;
+                }
+                sent
+            })
+        })
+        .collect();
+    let mut refused = 0;
+    for _ in 0..20 {
+        if let Err(Error::InvalidConfig { .. }) = PostgresBackend::connect(&url).await {
+            refused += 1;
+        }
+    }
+    stop.cancel();
+    let mut sent = 0;
+    for task in load {
+        sent += task.await.unwrap();
+    }
+    eprintln!("{refused} of 20 connects found the pooling beside {sent} other statements");
+    assert_eq!(refused, 20);
+}

@@ -173,7 +173,7 @@ pub(super) fn a_created_store_and_an_empty_queue_are_pointed_out(s: Db) {
 pub(super) fn work_cut_off_from_its_database_gives_up_after_the_documented_bound(s: Db) {
     ok(queue(&s, "migrate", &[]).output().unwrap());
     let url = s.url();
-    let port = if url.contains(":5432/") { 5432 } else { 3306 };
+    let port = s.port();
     let proxy = lockwise_testkit::proxy::TcpProxy::start(port);
     let through = url.replace(&format!(":{port}/"), &format!(":{}/", proxy.port()));
     let worker = Command::new(BIN)

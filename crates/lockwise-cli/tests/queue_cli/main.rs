@@ -6,14 +6,16 @@ use std::process::{Command, Output, Stdio};
 use std::time::{Duration, Instant};
 
 use lockwise_testkit::stamps;
-use lockwise_testkit::{MysqlDatabase, PgSchema, closed_port};
+use lockwise_testkit::{MysqlDatabase, PgBouncer, PgSchema, PoolMode, closed_port};
 
 const BIN: &str = env!("CARGO_BIN_EXE_lockwise");
 
-/// Where a test's queue lives: its own PostgreSQL schema or MariaDB database.
+/// Where a test's queue lives: its own PostgreSQL schema (directly or through a private
+/// PgBouncer in transaction pooling mode) or MariaDB database.
 enum Db {
     Pg(PgSchema),
     My(MysqlDatabase),
+    Bounced(PgBouncer, PgSchema),
 }
 
 impl Db {
@@ -25,16 +27,32 @@ impl Db {
         Db::My(MysqlDatabase::mysql(label))
     }
 
+    fn bounced(label: &str) -> Self {
+        Db::Bounced(
+            PgBouncer::start(PoolMode::Transaction),
+            PgSchema::new(label),
+        )
+    }
+
     fn url(&self) -> String {
         match self {
             Db::Pg(s) => s.url().to_owned(),
             Db::My(d) => d.url(),
+            Db::Bounced(b, s) => b.url_of(s.url()),
         }
+    }
+
+    /// The port the URL names.
+    fn port(&self) -> u16 {
+        url::Url::parse(&self.url())
+            .unwrap()
+            .port()
+            .expect("a port in the URL")
     }
 
     fn schema(&self) -> &str {
         match self {
-            Db::Pg(s) => s.name(),
+            Db::Pg(s) | Db::Bounced(_, s) => s.name(),
             Db::My(_) => "lockwise",
         }
     }
@@ -92,6 +110,7 @@ macro_rules! on_databases {
     ($($case:ident),*) => {
         mod postgres { use super::*; $(#[test] fn $case() { super::$case(Db::pg("qcli")) })* }
         mod mariadb { use super::*; $(#[test] fn $case() { super::$case(Db::my("qcli")) })* }
+        mod pgbouncer { use super::*; $(#[test] fn $case() { super::$case(Db::bounced("qcli")) })* }
     };
 }
 

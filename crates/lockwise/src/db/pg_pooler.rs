@@ -23,12 +23,12 @@
 //!
 //! # Finding the proxy
 //!
-//! Two client connections ask for their server's process id: the pool's (twice) and a fresh one
-//! (in between). Without pooling each client keeps its own server, so the pool's answers agree
-//! and differ from the fresh one's. A transaction-pooling proxy lends the server the pool's
-//! connection just gave back to the next statement (PgBouncer reuses the last one released):
-//! the fresh connection gets the same process id, or the pool's connection gets another one.
-//! Either answer proves pooling; a session-pooling proxy shows neither, and needs nothing.
+//! Two client connections, the pool's and a fresh one, ask in turn for their server's process
+//! id, a few rounds. Without pooling each client keeps its own server: each always gets the
+//! same answer, and never the other's. A transaction-pooling proxy lends the server a client
+//! just gave back to the next statement (PgBouncer reuses the last one released), so the two
+//! clients get the same process id, or one client gets another one. Any such answer proves
+//! pooling; a session-pooling proxy shows none, and needs nothing.
 
 use std::sync::Arc;
 
@@ -150,14 +150,29 @@ pub(crate) async fn lends_servers(
             .await?
             .try_get(0)
     }
-    let first = pid(mine).await?;
     let mut other = PgConnection::connect_with(options).await?;
-    let others = pid(&mut other).await;
-    let again = pid(mine).await;
+    let seen = async {
+        // Each client's own server, as first seen.
+        let (mine_first, others_first) = (pid(mine).await?, pid(&mut other).await?);
+        if mine_first == others_first {
+            return Ok(true);
+        }
+        // Another client of the proxy may take the server just given back; a few rounds in
+        // turn make pooling show anyway (without it, no round can show it).
+        for _ in 0..PROBE_ROUNDS {
+            if pid(mine).await? != mine_first || pid(&mut other).await? != others_first {
+                return Ok(true);
+            }
+        }
+        Ok(false)
+    }
+    .await;
     let _ = other.close().await;
-    let (others, again) = (others?, again?);
-    Ok(others == first || again != first)
+    seen
 }
+
+/// How many rounds [`lends_servers`] asks for the pids (each a simple query per connection).
+const PROBE_ROUNDS: usize = 8;
 
 /// A query with its `persistent` flag overridden: unnamed and uncached when false.
 struct Persist<E>(E, bool);
