@@ -22,7 +22,7 @@ use std::time::Duration;
 
 use async_trait::async_trait;
 use sqlx::postgres::{PgConnectOptions, PgConnection};
-use sqlx::{AssertSqlSafe, ConnectOptions};
+use sqlx::{AssertSqlSafe, ConnectOptions, Connection};
 
 use super::session::{Granted, SessionLocks, SessionSql, session_backend};
 use crate::db::pg_conn::{
@@ -93,8 +93,13 @@ impl PostgresBuilder {
             .options([("statement_timeout", "10s")])
             .disable_statement_logging();
         let shown = redact_url(&self.url);
-        let mut first = connect(&options, &shown).await?;
-        refuse_a_transaction_pooler(&mut first, &options, &shown).await?;
+        // The second connection only asks, beside the first, whether a pooling proxy lends
+        // the server sessions; opened at once, it costs no time of its own.
+        let (first, second) = tokio::join!(connect(&options, &shown), connect(&options, &shown));
+        let (mut first, mut second) = (first?, second?);
+        let refused = refuse_a_transaction_pooler(&mut first, &mut second, &shown).await;
+        let _ = second.close().await;
+        refused?;
         schema.migrate(&mut first, true).await?;
         let grant_sql = schema.sql(
             "SELECT set_config('idle_session_timeout', $3, false), pg_backend_pid(), \
@@ -114,10 +119,10 @@ impl PostgresBuilder {
 /// proxy lends to another client after each statement: refused, with the ways out.
 async fn refuse_a_transaction_pooler(
     conn: &mut PgConnection,
-    options: &PgConnectOptions,
+    other: &mut PgConnection,
     shown: &str,
 ) -> Result<()> {
-    let pooled = tokio::time::timeout(CONNECT_TIMEOUT, lends_servers(conn, options))
+    let pooled = tokio::time::timeout(CONNECT_TIMEOUT, lends_servers(conn, other))
         .await
         .map_err(|_| Error::no_answer("a check for a pooling proxy", CONNECT_TIMEOUT))?
         .map_err(|e| Error::backend("postgres", format!("cannot check {shown}: {e}"), e))?;

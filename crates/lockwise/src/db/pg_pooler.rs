@@ -36,9 +36,7 @@ use futures_util::future::BoxFuture;
 use futures_util::stream::{self, BoxStream, StreamExt, TryStreamExt};
 use sqlx::Either;
 use sqlx::pool::PoolConnection;
-use sqlx::postgres::{
-    PgConnectOptions, PgConnection, PgPool, PgQueryResult, PgRow, PgStatement, PgTypeInfo,
-};
+use sqlx::postgres::{PgConnection, PgPool, PgQueryResult, PgRow, PgStatement, PgTypeInfo};
 use sqlx::{Connection, Execute, Executor, Postgres, Row, SqlStr, Transaction};
 use tokio::sync::OnceCell;
 
@@ -134,15 +132,18 @@ impl PgConn {
 /// Whether the server connections behind `pool` are lent per transaction (see the module).
 async fn behind_a_pooler(pool: &PgPool) -> Result<bool, sqlx::Error> {
     let mut mine = pool.acquire().await?;
-    lends_servers(&mut mine, &pool.connect_options()).await
+    let mut other = PgConnection::connect_with(&pool.connect_options()).await?;
+    let pooled = lends_servers(&mut mine, &mut other).await;
+    let _ = other.close().await;
+    pooled
 }
 
-/// Whether the server connections behind `mine`, a connection opened with `options`, are lent
-/// per transaction: asked with `mine` and a second connection that is closed again (see the
-/// module). Only simple-protocol statements, which any proxy carries whole.
+/// Whether the server connections behind two client connections to one address are lent per
+/// transaction (see the module). Only simple-protocol statements, which any proxy carries
+/// whole.
 pub(crate) async fn lends_servers(
     mine: &mut PgConnection,
-    options: &PgConnectOptions,
+    other: &mut PgConnection,
 ) -> Result<bool, sqlx::Error> {
     async fn pid(conn: &mut PgConnection) -> Result<i32, sqlx::Error> {
         sqlx::raw_sql("SELECT pg_backend_pid()")
@@ -150,25 +151,19 @@ pub(crate) async fn lends_servers(
             .await?
             .try_get(0)
     }
-    let mut other = PgConnection::connect_with(options).await?;
-    let seen = async {
-        // Each client's own server, as first seen.
-        let (mine_first, others_first) = (pid(mine).await?, pid(&mut other).await?);
-        if mine_first == others_first {
+    // Each client's own server, as first seen.
+    let (mine_first, others_first) = (pid(mine).await?, pid(other).await?);
+    if mine_first == others_first {
+        return Ok(true);
+    }
+    // Another client of the proxy may take the server just given back; a few rounds in turn
+    // make pooling show anyway (without it, no round can show it).
+    for _ in 0..PROBE_ROUNDS {
+        if pid(mine).await? != mine_first || pid(other).await? != others_first {
             return Ok(true);
         }
-        // Another client of the proxy may take the server just given back; a few rounds in
-        // turn make pooling show anyway (without it, no round can show it).
-        for _ in 0..PROBE_ROUNDS {
-            if pid(mine).await? != mine_first || pid(&mut other).await? != others_first {
-                return Ok(true);
-            }
-        }
-        Ok(false)
     }
-    .await;
-    let _ = other.close().await;
-    seen
+    Ok(false)
 }
 
 /// How many rounds [`lends_servers`] asks for the pids (each a simple query per connection).
