@@ -125,13 +125,17 @@ impl DeadTuples {
     }
 }
 
+/// Unnamed, in a transaction of its own: it works through PgBouncer in transaction mode too.
 async fn dead_tuples(pool: &PgPool, schema: &str, left_out: &[String]) -> Result<ByTable> {
+    let mut tx = pool.begin().await?;
     let rows: Vec<(String, i64)> =
         sqlx::query_as(include_str!("../sql/postgres/dead_tuples_by_table.sql"))
+            .persistent(false)
             .bind(schema)
             .bind(left_out)
-            .fetch_all(pool)
+            .fetch_all(&mut *tx)
             .await?;
+    tx.commit().await?;
     Ok(rows.into_iter().collect())
 }
 

@@ -61,7 +61,8 @@ pub async fn describe(url: &str) -> Result<ServerInfo> {
         BackendUrl::Postgres(url) => {
             let options = crate::conn::pg_options(&url)?;
             let mut conn = crate::conn::pg_connect(&options, &shown).await?;
-            let row = sqlx::query(include_str!("../sql/postgres/server.sql"))
+            // The simple protocol: a transaction-pooling proxy carries it whole.
+            let row = sqlx::raw_sql(include_str!("../sql/postgres/server.sql"))
                 .fetch_one(&mut conn)
                 .await?;
             let info = from_row("postgres", &row, &["fsync", "synchronous_commit"]);

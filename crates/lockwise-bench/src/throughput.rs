@@ -4,6 +4,12 @@
 //! one run. pgbench is not
 //! required: the floor is a raw loop of the same two statements.
 //!
+//! Through a proxy that lends server connections per transaction (PgBouncer in transaction
+//! mode, found with [`lockwise::postgres::behind_a_transaction_pooler`]) the floor sends its two
+//! statements in the simple protocol with their values written in (one round trip each, and
+//! nothing a proxy below PgBouncer 1.21 cannot carry), and the store's setup runs unnamed in
+//! transactions; lockwise adapts by itself.
+//!
 //! The dead row versions of the table are sampled every 200 ms while each side drains, counted
 //! from their value when the drain starts: their peak and their value at the end are reported
 //! with lockwise's figure (PostgreSQL publishes the statistics with a delay of up to a
@@ -11,7 +17,8 @@
 
 use std::time::Duration;
 
-use sqlx::{AssertSqlSafe, PgPool};
+use sqlx::postgres::PgArguments;
+use sqlx::{AssertSqlSafe, PgPool, Postgres, Row};
 use tokio::time::Instant;
 use tokio_util::sync::CancellationToken;
 
@@ -35,6 +42,24 @@ struct Statements {
     analyze: String,
     claim: String,
     complete: String,
+    /// Behind a transaction-pooling proxy.
+    pooled: bool,
+}
+
+/// Runs a setup statement: unnamed in a transaction of its own behind a pooling proxy.
+async fn setup(
+    pool: &PgPool,
+    pooled: bool,
+    query: sqlx::query::Query<'_, Postgres, PgArguments>,
+) -> Result<()> {
+    if !pooled {
+        query.execute(pool).await?;
+        return Ok(());
+    }
+    let mut tx = pool.begin().await?;
+    query.persistent(false).execute(&mut *tx).await?;
+    tx.commit().await?;
+    Ok(())
 }
 
 /// Drains a backlog of `backlog` no-op jobs, `plan.rounds` times per side, lockwise and the
@@ -70,6 +95,7 @@ pub async fn throughput(
         analyze: sql(include_str!("../sql/postgres/queue_analyze.sql")),
         claim: sql(include_str!("../sql/postgres/queue_floor_claim.sql")),
         complete: sql(include_str!("../sql/postgres/queue_floor_complete.sql")),
+        pooled: lockwise::postgres::behind_a_transaction_pooler(&pool).await?,
     };
     let split = split.clamp(1, WORKERS);
     let outcome = rounds(
@@ -115,18 +141,11 @@ async fn rounds(
             [false, true]
         };
         for lockwise in order {
-            sqlx::query(AssertSqlSafe(sql.truncate.clone()))
-                .execute(pool)
-                .await?;
+            let query = |text: &String| sqlx::query(AssertSqlSafe(text.clone()));
+            setup(pool, sql.pooled, query(&sql.truncate)).await?;
             let fill = if lockwise { &sql.fill } else { &sql.fill_floor };
-            sqlx::query(AssertSqlSafe(fill.clone()))
-                .bind(QUEUE)
-                .bind(backlog)
-                .execute(pool)
-                .await?;
-            sqlx::query(AssertSqlSafe(sql.analyze.clone()))
-                .execute(pool)
-                .await?;
+            setup(pool, sql.pooled, query(fill).bind(QUEUE).bind(backlog)).await?;
+            setup(pool, sql.pooled, query(&sql.analyze)).await?;
             // lockwise's tables only: the floor's table shares the schema, and its dead rows
             // of the previous round were counted here when their statistics arrived late.
             let sampler =
@@ -156,7 +175,12 @@ async fn rounds(
             tick();
         }
     }
-    let mut entry = Entry::compare("throughput", "postgres", "jobs/s", &ours, &raw)?;
+    let backend = if sql.pooled {
+        "postgres (transaction pooling)"
+    } else {
+        "postgres"
+    };
+    let mut entry = Entry::compare("throughput", backend, "jobs/s", &ours, &raw)?;
     entry.tasks = Some(WORKERS);
     entry.workers = Some(split);
     entry.backlog = Some(backlog as u64);
@@ -198,21 +222,30 @@ async fn drain_raw(pool: &PgPool, sql: &Statements) -> Result<u64> {
     let mut set = tokio::task::JoinSet::new();
     for _ in 0..WORKERS {
         let (pool, claim, complete) = (pool.clone(), sql.claim.clone(), sql.complete.clone());
+        let pooled = sql.pooled;
         set.spawn(async move {
             let mut done = 0u64;
             loop {
-                let ids: Vec<i64> = sqlx::query_scalar(AssertSqlSafe(claim.clone()))
-                    .bind(QUEUE)
-                    .bind(BATCH)
-                    .fetch_all(&pool)
-                    .await?;
+                let ids = if pooled {
+                    claim_written_in(&pool, &claim).await?
+                } else {
+                    sqlx::query_scalar(AssertSqlSafe(claim.clone()))
+                        .bind(QUEUE)
+                        .bind(BATCH)
+                        .fetch_all(&pool)
+                        .await?
+                };
                 if ids.is_empty() {
                     return Ok::<_, Error>(done);
                 }
-                sqlx::query(AssertSqlSafe(complete.clone()))
-                    .bind(&ids)
-                    .execute(&pool)
-                    .await?;
+                if pooled {
+                    complete_written_in(&pool, &complete, &ids).await?;
+                } else {
+                    sqlx::query(AssertSqlSafe(complete.clone()))
+                        .bind(&ids)
+                        .execute(&pool)
+                        .await?;
+                }
                 done += ids.len() as u64;
             }
         });
@@ -222,4 +255,25 @@ async fn drain_raw(pool: &PgPool, sql: &Statements) -> Result<u64> {
         done += joined.map_err(|e| Error::config(format!("a bench task failed: {e}")))??;
     }
     Ok(done)
+}
+
+/// The floor's claim with its values written in (the queue's name is the constant [`QUEUE`]),
+/// in the simple protocol.
+async fn claim_written_in(pool: &PgPool, claim: &str) -> Result<Vec<i64>> {
+    let text = claim
+        .replace("$1", &format!("'{QUEUE}'"))
+        .replace("$2", &BATCH.to_string());
+    let rows = sqlx::raw_sql(AssertSqlSafe(text)).fetch_all(pool).await?;
+    Ok(rows
+        .iter()
+        .map(|row| row.try_get::<i64, _>(0))
+        .collect::<Result<_, _>>()?)
+}
+
+/// The floor's completion with the ids written in, in the simple protocol.
+async fn complete_written_in(pool: &PgPool, complete: &str, ids: &[i64]) -> Result<()> {
+    let list: Vec<String> = ids.iter().map(i64::to_string).collect();
+    let text = complete.replace("$1", &format!("ARRAY[{}]::bigint[]", list.join(",")));
+    sqlx::raw_sql(AssertSqlSafe(text)).execute(pool).await?;
+    Ok(())
 }

@@ -327,3 +327,32 @@ fn bench_queue_sustained_with_retention_runs_on_both_databases() {
     // fewer.
     assert!(my["rows_peak"].as_i64().unwrap() >= 300, "{my}");
 }
+
+/// `bench queue --smoke` through PgBouncer in transaction mode: the throughput bench runs on
+/// both sides (the floor in the simple protocol, lockwise adapting by itself) and says so.
+#[test]
+fn bench_queue_throughput_smoke_through_pgbouncer() {
+    let bouncer = lockwise_testkit::PgBouncer::start(lockwise_testkit::PoolMode::Transaction);
+    let url = bouncer.url_of("postgres://postgres@127.0.0.1:5432/postgres");
+    let out = Command::new(BIN)
+        .args(["bench", "queue", "--smoke", "--json"])
+        .args(["--workers", "0", "--enqueue", "0", "--url", &url])
+        .output()
+        .unwrap();
+    assert!(out.status.success(), "{out:?}");
+    let report: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+    let drained = &report["results"][0];
+    assert_eq!(drained["bench"], "throughput", "{report}");
+    assert_eq!(
+        drained["backend"], "postgres (transaction pooling)",
+        "{drained}"
+    );
+    assert!(
+        drained["lockwise"]["median"].as_f64().unwrap() > 0.0,
+        "{drained}"
+    );
+    assert!(
+        drained["floor"]["median"].as_f64().unwrap() > 0.0,
+        "{drained}"
+    );
+}

@@ -130,7 +130,7 @@ impl PgConn {
 }
 
 /// Whether the server connections behind `pool` are lent per transaction (see the module).
-async fn behind_a_pooler(pool: &PgPool) -> Result<bool, sqlx::Error> {
+pub(crate) async fn behind_a_pooler(pool: &PgPool) -> Result<bool, sqlx::Error> {
     let mut mine = pool.acquire().await?;
     let mut other = PgConnection::connect_with(&pool.connect_options()).await?;
     let pooled = lends_servers(&mut mine, &mut other).await;

@@ -319,6 +319,19 @@ impl Store {
     }
 }
 
+/// Whether `pool` reaches PostgreSQL through a proxy that lends server connections per
+/// transaction (PgBouncer in `transaction` or `statement` mode), asked with a pool connection
+/// and a second, short-lived one. lockwise's own statements adapt by themselves; yours, through
+/// such a proxy below PgBouncer 1.21, must be unnamed (`sqlx::query(…).persistent(false)`) and
+/// inside a transaction.
+///
+/// # Cancel safety
+///
+/// Only reads: dropping the future changes nothing.
+pub async fn behind_a_transaction_pooler(pool: &PgPool) -> Result<bool> {
+    Ok(crate::db::pg_pooler::behind_a_pooler(pool).await?)
+}
+
 /// Checks the outcome of a fenced write to your own table, written in the column pattern:
 ///
 /// ```sql
