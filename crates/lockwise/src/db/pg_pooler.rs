@@ -131,8 +131,11 @@ impl PgConn {
 
 /// Whether the server connections behind `pool` are lent per transaction (see the module).
 pub(crate) async fn behind_a_pooler(pool: &PgPool) -> Result<bool, sqlx::Error> {
-    let mut mine = pool.acquire().await?;
-    let mut other = PgConnection::connect_with(&pool.connect_options()).await?;
+    // Opened side by side: a pool's first connection is opened here anyway, so the second
+    // costs no time of its own (a TLS handshake is most of a connection's time).
+    let options = pool.connect_options();
+    let (mine, other) = tokio::join!(pool.acquire(), PgConnection::connect_with(&options));
+    let (mut mine, mut other) = (mine?, other?);
     let pooled = lends_servers(&mut mine, &mut other).await;
     let _ = other.close().await;
     pooled
