@@ -16,6 +16,8 @@ use crate::lease::{FencingToken, OwnerToken};
 pub use any::AnyBackend;
 
 mod any;
+#[cfg(feature = "redis")]
+mod coalesce;
 #[cfg(feature = "etcd")]
 pub mod etcd;
 pub mod file;

@@ -206,6 +206,18 @@ impl Error {
         }
     }
 
+    /// The same error for another caller of one failed request: a backend failure keeps its
+    /// message (which carries its source's), anything else becomes one with its text.
+    #[cfg(feature = "redis")]
+    pub(crate) fn duplicate(&self) -> Self {
+        match self {
+            Error::Backend {
+                backend, message, ..
+            } => Error::backend_msg(backend, message.clone()),
+            other => Error::backend_msg("lockwise", other.to_string()),
+        }
+    }
+
     /// A call that got no answer within `limit` (a partition, a hung server): transient.
     pub(crate) fn no_answer(what: &str, limit: Duration) -> Self {
         Error::Backend {

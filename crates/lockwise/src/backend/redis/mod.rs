@@ -28,12 +28,15 @@ use redis::{Client, ProtocolVersion, Script};
 pub(crate) use conn::Conn;
 use conn::Primary;
 
+use super::coalesce::{Batch, Coalescer};
 use super::{Attempt, Backend, ReleaseWatch};
 use crate::error::{Error, Result};
 use crate::lease::{FencingToken, OwnerToken};
 use crate::url::redact_url;
+use batch::{Grant, Grants, Release, Releases};
 use events::{Events, EventsState};
 
+mod batch;
 mod conn;
 mod events;
 mod fenced;
@@ -75,6 +78,9 @@ struct Inner {
     redacted_url: String,
     /// The pub/sub connection for waiters, opened on first use.
     events: tokio::sync::Mutex<EventsState>,
+    /// Grants and releases of concurrent tasks, sent together.
+    grants: Coalescer<Grants>,
+    releases: Coalescer<Releases>,
 }
 
 /// Where commands go: one server, the primary a group of sentinels names, or a cluster.
@@ -279,6 +285,8 @@ impl RedisBuilder {
                 plain,
                 redacted_url,
                 events: tokio::sync::Mutex::new(EventsState::NotYet),
+                grants: Coalescer::new(batch::LANES, batch::MOST),
+                releases: Coalescer::new(batch::LANES, batch::MOST),
             }),
         })
     }
@@ -518,6 +526,14 @@ fn lock_name(prefix: &str, key: &str) -> String {
     format!("{prefix}:{{{key}}}")
 }
 
+/// The one answer of a script call made for one lock.
+fn one<T>(answers: Vec<T>) -> Result<T> {
+    answers
+        .into_iter()
+        .next()
+        .ok_or_else(|| Error::backend_msg("redis", "a script call for one lock returned no answer"))
+}
+
 fn ttl_millis(ttl: Duration) -> u64 {
     u64::try_from(ttl.as_millis()).unwrap_or(u64::MAX).max(1)
 }
@@ -531,14 +547,16 @@ impl Backend for RedisBackend {
                     .into(),
             });
         }
-        let (granted, n): (i64, i64) = ACQUIRE
-            .key(self.lock_name(key))
-            .key(self.fence_name(key))
-            .arg(owner.to_hex())
-            .arg(ttl_millis(ttl))
-            .invoke_async(&mut self.conn())
-            .await
-            .map_err(|e| self.fail("acquire", e))?;
+        let call = Grant {
+            key: key.to_owned(),
+            owner,
+            ttl,
+        };
+        let grants = Grants(self.clone());
+        let (granted, n) = match self.inner.target {
+            Target::Cluster { .. } => one(grants.send(&[call]).await?)?,
+            _ => self.inner.grants.call(&grants, call).await?,
+        };
         if granted == 1 {
             if let Err(why) = self.replicated(ttl).await {
                 // Not on enough replicas to survive a failover: give the grant back.
@@ -574,18 +592,15 @@ impl Backend for RedisBackend {
     }
 
     async fn release(&self, key: &str, owner: OwnerToken) -> Result<bool> {
-        let n: i64 = RELEASE
-            .key(self.lock_name(key))
-            .arg(owner.to_hex())
-            .arg(self.channel_name(key))
-            .arg(match self.inner.target {
-                Target::Cluster { .. } => "SPUBLISH",
-                _ => "PUBLISH",
-            })
-            .invoke_async(&mut self.conn())
-            .await
-            .map_err(|e| self.fail("release", e))?;
-        Ok(n == 1)
+        let call = Release {
+            key: key.to_owned(),
+            owner,
+        };
+        let releases = Releases(self.clone());
+        match self.inner.target {
+            Target::Cluster { .. } => one(releases.send(&[call]).await?),
+            _ => self.inner.releases.call(&releases, call).await,
+        }
     }
 
     async fn holds(&self, key: &str, owner: OwnerToken) -> Result<bool> {
@@ -657,7 +672,7 @@ mod tests {
         assert_eq!(ACQUIRE.get_hash().len(), 40);
         assert!(
             include_str!("../../../lua/release.lua")
-                .contains("redis.call('GET', KEYS[1]) == ARGV[1]")
+                .contains("redis.call('GET', KEYS[i]) == owner")
         );
         assert!(include_str!("../../../lua/extend.lua").contains("PEXPIRE"));
     }
