@@ -37,7 +37,7 @@ type Waiting<B> = (
     oneshot::Sender<Result<<B as Batch>::Answer>>,
 );
 
-/// The calls waiting for the one in flight, and whether one is.
+/// The requests in flight and the calls waiting for one of them to return.
 pub(crate) struct Coalescer<B: Batch> {
     state: Arc<Mutex<State<B>>>,
     /// The most calls in one request.
@@ -87,7 +87,7 @@ impl<B: Batch> Coalescer<B> {
                 let mut answers = batch.send(std::slice::from_ref(&call)).await?;
                 return match (answers.pop(), answers.is_empty()) {
                     (Some(answer), true) => Ok(answer),
-                    _ => Err(missing_answer(batch)),
+                    _ => Err(missing_answer()),
                 };
             }
         };
@@ -114,7 +114,7 @@ impl<B: Batch> Coalescer<B> {
     }
 }
 
-fn missing_answer<B>(_: &B) -> Error {
+fn missing_answer() -> Error {
     Error::backend_msg(
         "lockwise",
         "a batched request returned another number of answers than calls",
@@ -177,7 +177,7 @@ async fn drain<B: Batch>(state: Arc<Mutex<State<B>>>, batch: B, most: usize) {
             }
             Ok(_) => {
                 for tx in senders {
-                    let _ = tx.send(Err(missing_answer(&batch)));
+                    let _ = tx.send(Err(missing_answer()));
                 }
             }
             Err(e) => {

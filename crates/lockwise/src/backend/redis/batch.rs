@@ -1,8 +1,8 @@
 //! Grants and releases of one process, coalesced: the calls that concurrent tasks make while
 //! earlier ones are on their way go to Redis as one script call (`lua/acquire.lua`,
 //! `lua/release.lua` take any number of locks). Each lock keeps its own owner token, fencing
-//! token and TTL; only the round trip is shared. On a cluster the locks of one batch could
-//! live on different masters, so there each call goes alone.
+//! token and TTL; only the round trip is shared. On a cluster each call goes alone (its
+//! coalescers have a lane per call).
 
 use std::time::Duration;
 

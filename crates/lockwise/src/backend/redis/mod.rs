@@ -8,7 +8,7 @@
 //! |---|---|---|
 //! | `P:{K}` (`K` itself with [`RedisBuilder::plain_protocol`]) | string with PX expiry | the owner token, 32 lowercase hex characters |
 //! | `P:{K}:fence` | integer, no expiry | the last fencing token issued (`INCR`); a partition member lock's is deleted when the member leaves its group |
-//! | `P:{K}:released` | pub/sub channel (sharded on a cluster) | the owner token, published on release |
+//! | `P:{K}:released` | pub/sub channel (sharded on a cluster) | the owner token, published on release when someone listens |
 //!
 //! The braces make `K` (up to its first `}`) the hash tag, so the lock and its counter live in
 //! one cluster slot: the prefix may not contain braces, so the first `{` is always ours, and a
@@ -28,7 +28,7 @@ use redis::{Client, ProtocolVersion, Script};
 pub(crate) use conn::Conn;
 use conn::Primary;
 
-use super::coalesce::{Batch, Coalescer};
+use super::coalesce::Coalescer;
 use super::{Attempt, Backend, ReleaseWatch};
 use crate::error::{Error, Result};
 use crate::lease::{FencingToken, OwnerToken};
@@ -277,6 +277,12 @@ impl RedisBuilder {
                 ));
             }
         };
+        // On a cluster the locks of one batch could live on different masters: every call
+        // has a lane of its own there, so none ever waits for company.
+        let lanes = match target {
+            Target::Cluster { .. } => usize::MAX,
+            _ => batch::LANES,
+        };
         Ok(RedisBackend {
             inner: Arc::new(Inner {
                 target,
@@ -285,8 +291,8 @@ impl RedisBuilder {
                 plain,
                 redacted_url,
                 events: tokio::sync::Mutex::new(EventsState::NotYet),
-                grants: Coalescer::new(batch::LANES, batch::MOST),
-                releases: Coalescer::new(batch::LANES, batch::MOST),
+                grants: Coalescer::new(lanes, batch::MOST),
+                releases: Coalescer::new(lanes, batch::MOST),
             }),
         })
     }
@@ -526,14 +532,6 @@ fn lock_name(prefix: &str, key: &str) -> String {
     format!("{prefix}:{{{key}}}")
 }
 
-/// The one answer of a script call made for one lock.
-fn one<T>(answers: Vec<T>) -> Result<T> {
-    answers
-        .into_iter()
-        .next()
-        .ok_or_else(|| Error::backend_msg("redis", "a script call for one lock returned no answer"))
-}
-
 fn ttl_millis(ttl: Duration) -> u64 {
     u64::try_from(ttl.as_millis()).unwrap_or(u64::MAX).max(1)
 }
@@ -553,10 +551,7 @@ impl Backend for RedisBackend {
             ttl,
         };
         let grants = Grants(self.clone());
-        let (granted, n) = match self.inner.target {
-            Target::Cluster { .. } => one(grants.send(&[call]).await?)?,
-            _ => self.inner.grants.call(&grants, call).await?,
-        };
+        let (granted, n) = self.inner.grants.call(&grants, call).await?;
         if granted == 1 {
             if let Err(why) = self.replicated(ttl).await {
                 // Not on enough replicas to survive a failover: give the grant back.
@@ -596,11 +591,10 @@ impl Backend for RedisBackend {
             key: key.to_owned(),
             owner,
         };
-        let releases = Releases(self.clone());
-        match self.inner.target {
-            Target::Cluster { .. } => one(releases.send(&[call]).await?),
-            _ => self.inner.releases.call(&releases, call).await,
-        }
+        self.inner
+            .releases
+            .call(&Releases(self.clone()), call)
+            .await
     }
 
     async fn holds(&self, key: &str, owner: OwnerToken) -> Result<bool> {
