@@ -13,7 +13,16 @@
 --    in a crash (innodb_flush_log_at_trx_commit = 0 or 2, or a failover to a replica that
 --    missed them), the next token is still above every token issued before, provided the
 --    server's clock has not gone back since and no key was granted more than 1024 times in
---    one millisecond. Autocommit: no rollback can reissue a token.
+--    one millisecond (GET_LOCK grants one key at most once per round trip). Autocommit: no
+--    rollback can reissue a token.
+--    So the counter need not be durable, only kept while the server runs: on MariaDB its
+--    table is Aria with TRANSACTIONAL = 0, which writes without a redo-log flush (a grant
+--    costs ~30 us more than GET_LOCK alone instead of ~215 us with InnoDB's flush, measured
+--    in docs/performance.md). A crash may lose its last updates, or the rows of a table the
+--    server repairs on reopening: the clock floor above covers both, as it covers InnoDB
+--    with innodb_flush_log_at_trx_commit = 2. What the durable counter adds is a token
+--    order that survives a crash *and* a server clock set back across it; MysqlBuilder::
+--    durable_tokens keeps InnoDB for that.
 -- 4. A refused session gets its idle lifetime back (it is kept for later attempts).
 -- 5. One row: whether granted (1), the session's id, and the token (meaningful if granted).
 SET SESSION wait_timeout = {lease};
