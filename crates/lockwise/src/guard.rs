@@ -7,7 +7,7 @@ use std::time::Duration;
 use futures_util::StreamExt;
 use futures_util::stream::FuturesUnordered;
 use tokio::runtime::Handle;
-use tokio::sync::{Notify, watch};
+use tokio::sync::watch;
 use tokio::time::{Instant, sleep_until, timeout_at};
 use tokio_util::sync::{CancellationToken, WaitForCancellationFuture};
 
@@ -18,16 +18,22 @@ use crate::lease::{FencingToken, OwnerToken, validate_ttl};
 use crate::lease_clock::{Deadline, LeaseClock};
 use crate::loss_check::{Checked, LossCheck};
 use crate::options::{LockOptions, Renew};
+use crate::renewals::{Alarm, Renewals};
 
 /// A held lock.
 ///
-/// While the guard lives, a watchdog task renews the lease (every `ttl / 3` by default) and
+/// While the guard lives, a watchdog renews the lease (every `ttl / 3` by default) and
 /// watches the local [deadline](Self::deadline). When a renewal is refused, or the deadline
 /// passes without a successful renewal (a hung call, a paused process, a lost network, a
 /// suspended machine), the **lost signal** fires: [`lost`](Self::lost) resolves,
 /// [`run`](Self::run) cancels the work it runs, and [`is_held`](Self::is_held) answers `false`.
 /// A renewal that fails with a transport error is retried until the deadline; one that the
 /// backend *refuses* (the lease is gone or someone else's) fires the signal at once.
+///
+/// The watchdogs of a [`Locker`](crate::Locker)'s guards run in one task, started on the
+/// runtime of the guard that needed it and picking each watchdog up when its first renewal is
+/// due, so a short hold costs no task of its own. If that runtime shuts down while guards of
+/// the locker acquired on another runtime are held, their lost signal fires.
 ///
 /// # Dropping
 ///
@@ -40,7 +46,8 @@ use crate::options::{LockOptions, Renew};
 #[derive(Debug)]
 pub struct Guard {
     lease: Arc<Lease>,
-    watchdog: tokio::task::JoinHandle<()>,
+    /// Ends the watchdog (which the locker's renewal task runs once it is due).
+    stop: CancellationToken,
     /// The lease's place in the locker's loss check, taken off when the guard goes.
     _checked: Option<Checked>,
     on_drop: ReleaseOnDrop,
@@ -61,8 +68,8 @@ struct Lease {
     /// User extends run one at a time (renewals do not wait for them: the generation in
     /// `times` keeps their answers apart).
     extending: tokio::sync::Mutex<()>,
-    /// Notified by the locker's loss check when the lease may be gone: renew at once.
-    alarm: Arc<Notify>,
+    /// Rung by the locker's loss check when the lease may be gone: renew at once.
+    alarm: Alarm,
     lost: CancellationToken,
     /// The holder's place in its locker's line for the key ([`LockOptions::fair`]): passed on
     /// when the guard goes or the lock is lost.
@@ -93,6 +100,17 @@ impl Times {
 impl Lease {
     fn times(&self) -> Times {
         *self.times.borrow()
+    }
+
+    /// When the watchdog must next run, counted from `since` (its last renewal's send, or
+    /// the grant's): the next renewal, the look at the boot clock every `ttl / 3`, the deadline.
+    fn due(&self, since: Instant) -> Instant {
+        let times = self.times();
+        let mut due = times.deadline.at.min(since + times.ttl / 3);
+        if let Some(every) = self.renew.interval(times.ttl) {
+            due = due.min(since + every);
+        }
+        due
     }
 
     /// Lets the next waiter of this locker ask for the key.
@@ -165,6 +183,8 @@ impl Lease {
                 times.deadline = bound;
             }
         });
+        // A shorter TTL may make the watchdog due before the time it was put down for.
+        self.alarm.due(self.due(sent.sent()));
         let extended = self.backend.extend(&self.key, self.owner, ttl).await?;
         if extended {
             self.extended(sent, trusted, generation, true);
@@ -186,6 +206,7 @@ impl Guard {
         opts: &LockOptions,
         loss_check: &LossCheck,
         pass: Option<Pass>,
+        renewals: &Arc<Renewals>,
     ) -> Guard {
         let (ttl, renew, call_timeout) = (opts.ttl, opts.renew, opts.call_timeout);
         let lease = Arc::new(Lease {
@@ -197,20 +218,30 @@ impl Guard {
             call_timeout,
             times: watch::Sender::new(Times::starting(sent, ttl, 0)),
             extending: tokio::sync::Mutex::new(()),
-            alarm: Arc::new(Notify::new()),
+            alarm: Alarm::new(renewals.clone()),
             lost: CancellationToken::new(),
             pass: std::sync::Mutex::new(pass),
         });
-        let watched = lease.clone();
-        let watchdog = on_drop.handle.spawn(async move {
-            // Nothing to renew once the lock is lost, however that was learnt; the next
-            // waiter in line may ask at once.
+        let started = sent.sent();
+        let stop = CancellationToken::new();
+        let mut watched = Watched {
+            lease: lease.clone(),
+            stop: stop.clone(),
+            ended: false,
+        };
+        let watchdog = async move {
+            let lease = watched.lease.clone();
             tokio::select! {
-                () = watchdog(watched.clone()) => {}
-                () = watched.lost.cancelled() => {}
+                biased;
+                () = watched.stop.cancelled() => {}
+                // Nothing to renew once the lock is lost, however that was learnt; the next
+                // waiter in line may ask at once.
+                () = lease.lost.cancelled() => lease.pass_on(),
+                () = watchdog(lease.clone(), started) => lease.pass_on(),
             }
-            watched.pass_on();
-        });
+            watched.end();
+        };
+        renewals.add(lease.due(started), stop.clone(), watchdog, &on_drop.handle);
         let checked = loss_check.watch(
             &lease.key,
             lease.owner,
@@ -220,7 +251,7 @@ impl Guard {
         );
         Guard {
             lease,
-            watchdog,
+            stop,
             _checked: checked,
             on_drop,
         }
@@ -357,7 +388,7 @@ impl Guard {
     /// If this future is dropped, or the backend fails, the release is retried in the
     /// background as if the guard had been dropped; the TTL is the backstop.
     pub async fn release(mut self) -> Result<bool> {
-        self.watchdog.abort();
+        self.stop.cancel();
         let limit = self.lease.call_timeout;
         let released = tokio::time::timeout(
             limit,
@@ -381,7 +412,7 @@ impl Guard {
 
 impl Drop for Guard {
     fn drop(&mut self) {
-        self.watchdog.abort();
+        self.stop.cancel();
         self.lease.lost.cancel();
         self.lease.pass_on();
     }
@@ -402,13 +433,16 @@ struct Renewal {
 /// each stays in flight until the deadline: a slow round trip still counts when its answer
 /// arrives in time, and the next renewal does not wait for it. Whichever answer comes back
 /// first moves the deadline to `its send + ttl − drift`; a refusal fires the lost signal.
-async fn watchdog(lease: Arc<Lease>) {
+///
+/// It first runs when the first renewal is due (see [`Renewals`]): the schedule counts from
+/// `started`, the grant's send.
+async fn watchdog(lease: Arc<Lease>, started: Instant) {
     let mut changes = lease.times.subscribe();
     let mut in_flight = FuturesUnordered::new();
     let mut next_renewal = lease
         .renew
         .interval(lease.times().ttl)
-        .map(|every| Instant::now() + every);
+        .map(|every| started + every);
     loop {
         let times = lease.times();
         let every = lease.renew.interval(times.ttl);
@@ -418,8 +452,9 @@ async fn watchdog(lease: Arc<Lease>) {
         if let Some(at) = next_renewal {
             wake = wake.min(at);
         }
+        // In a fixed order (a simulation replays a seed exactly): answers, then the timer.
         tokio::select! {
-            _ = sleep_until(wake) => {}
+            biased;
             Some(renewal) = in_flight.next(), if !in_flight.is_empty() => {
                 let renewal: Renewal = renewal;
                 match renewal.answer {
@@ -449,7 +484,7 @@ async fn watchdog(lease: Arc<Lease>) {
                 }
                 continue;
             }
-            _ = lease.alarm.notified() => {
+            _ = lease.alarm.rung() => {
                 // The locker's loss check saw the lease gone, or could not ask: renew now.
                 tracing::debug!(key = %lease.key, "possible loss; renewing at once");
                 if every.is_some() {
@@ -467,6 +502,7 @@ async fn watchdog(lease: Arc<Lease>) {
                 }
             }
             _ = lease.lost.cancelled() => return,
+            _ = sleep_until(wake) => {}
         }
         if lease.is_lost() {
             return;
@@ -499,6 +535,31 @@ async fn watchdog(lease: Arc<Lease>) {
                 answer,
             }
         });
+    }
+}
+
+/// A guard's watchdog, as the locker's renewal task holds it: dropped before it ended and
+/// while its guard lives (the runtime running it shut down), it fires the lost signal, since
+/// nothing renews the lease any more.
+struct Watched {
+    lease: Arc<Lease>,
+    stop: CancellationToken,
+    ended: bool,
+}
+
+impl Watched {
+    fn end(&mut self) {
+        self.ended = true;
+    }
+}
+
+impl Drop for Watched {
+    fn drop(&mut self) {
+        if !self.ended && !self.stop.is_cancelled() {
+            self.lease
+                .mark_lost("its renewals stopped: the runtime running them shut down");
+            self.lease.pass_on();
+        }
     }
 }
 

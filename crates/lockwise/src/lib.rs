@@ -79,6 +79,7 @@ pub mod partition;
 pub mod postgres;
 #[cfg(any(feature = "postgres", feature = "mysql"))]
 pub mod queue;
+mod renewals;
 #[cfg(feature = "postgres")]
 pub mod singleton;
 pub mod url;

@@ -14,6 +14,7 @@ use crate::lease::{OwnerToken, validate_key, validate_ttl};
 use crate::lease_clock::LeaseClock;
 use crate::loss_check::LossCheck;
 use crate::options::LockOptions;
+use crate::renewals::Renewals;
 
 /// Even at its `wait` deadline, an acquire makes one attempt of at least this long.
 const MIN_ATTEMPT: std::time::Duration = std::time::Duration::from_millis(50);
@@ -43,6 +44,8 @@ pub struct Locker {
     loss_check: Arc<LossCheck>,
     /// Turns among this locker's waiters of one key ([`LockOptions::fair`]).
     gates: Arc<Gates>,
+    /// Runs the watchdogs of this locker's guards.
+    renewals: Arc<Renewals>,
 }
 
 impl Locker {
@@ -54,6 +57,7 @@ impl Locker {
             loss_check: Arc::new(LossCheck::new(backend.clone(), every)),
             backend,
             gates: Arc::default(),
+            renewals: Arc::default(),
         }
     }
 
@@ -85,6 +89,7 @@ impl Locker {
             loss_check: Arc::new(LossCheck::new(self.backend.clone(), every)),
             backend: self.backend,
             gates: self.gates,
+            renewals: self.renewals,
         }
     }
 
@@ -292,6 +297,7 @@ impl Locker {
                     opts,
                     &self.loss_check,
                     pass.take(),
+                    &self.renewals,
                 )))
             }
             Attempt::Held { expires_in } => {

@@ -14,11 +14,12 @@ use std::sync::{Arc, Mutex, PoisonError};
 use std::time::Duration;
 
 use tokio::runtime::Handle;
-use tokio::sync::Notify;
+
 use tokio_util::sync::CancellationToken;
 
 use crate::backend::Backend;
 use crate::lease::OwnerToken;
+use crate::renewals::Alarm;
 
 /// How long one check may take before it counts as failed.
 const CHECK_LIMIT: Duration = Duration::from_secs(1);
@@ -45,7 +46,7 @@ struct State {
 struct Entry {
     key: String,
     owner: OwnerToken,
-    alarm: Arc<Notify>,
+    alarm: Alarm,
     lost: CancellationToken,
 }
 
@@ -87,7 +88,7 @@ impl LossCheck {
         &self,
         key: &str,
         owner: OwnerToken,
-        alarm: Arc<Notify>,
+        alarm: Alarm,
         lost: CancellationToken,
         handle: &Handle,
     ) -> Option<Checked> {
@@ -129,7 +130,7 @@ async fn check(backend: Arc<dyn Backend>, every: Duration, state: std::sync::Wea
         let Some(state) = state.upgrade() else {
             return;
         };
-        let leases: Vec<(String, OwnerToken, Arc<Notify>)> = {
+        let leases: Vec<(String, OwnerToken, Alarm)> = {
             let mut state = lock(&state);
             let live: Vec<_> = state
                 .leases
@@ -153,7 +154,7 @@ async fn check(backend: Arc<dyn Backend>, every: Duration, state: std::sync::Wea
                 for ((key, _, alarm), held) in leases.iter().zip(held) {
                     if !held {
                         tracing::debug!(%key, "loss check: the server no longer has this lease");
-                        alarm.notify_one();
+                        alarm.ring();
                     }
                 }
             }
@@ -167,7 +168,7 @@ async fn check(backend: Arc<dyn Backend>, every: Duration, state: std::sync::Wea
                     };
                     tracing::debug!(%error, "loss check failed; every guard renews now");
                     for (_, _, alarm) in &leases {
-                        alarm.notify_one();
+                        alarm.ring();
                     }
                 }
                 failing = true;
