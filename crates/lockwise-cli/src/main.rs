@@ -117,11 +117,17 @@ fn main() -> ExitCode {
         Command::Man { command } => return man::man(&command),
         _ => {}
     }
-    let runtime = match tokio::runtime::Builder::new_multi_thread()
-        .worker_threads(2)
-        .enable_all()
-        .build()
-    {
+    let mut builder = match cli.command {
+        // One command to watch: no worker threads to start and stop in the process that
+        // `run` starts for every command.
+        Command::Supervise(_) => tokio::runtime::Builder::new_current_thread(),
+        _ => {
+            let mut builder = tokio::runtime::Builder::new_multi_thread();
+            builder.worker_threads(2);
+            builder
+        }
+    };
+    let runtime = match builder.enable_all().build() {
         Ok(rt) => rt,
         Err(e) => {
             eprintln!("lockwise: cannot start the async runtime: {e}");

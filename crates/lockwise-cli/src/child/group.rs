@@ -36,6 +36,22 @@ impl ProcessGroup {
     }
 }
 
+/// Whether a child subreaper (`PR_SET_CHILD_SUBREAPER`) has no descendant left. Every process
+/// its command started is then its descendant (orphans come back to it), so none left means no
+/// process of the command's group runs, known without a scan of `/proc`. Reaps exited
+/// children: call it only once the command's own exit was collected.
+pub(crate) fn no_descendants() -> bool {
+    use nix::sys::wait::{WaitPidFlag, WaitStatus, waitpid};
+    loop {
+        match waitpid(None, Some(WaitPidFlag::WNOHANG)) {
+            Err(Errno::ECHILD) => return true,
+            Err(Errno::EINTR) => {}
+            Ok(WaitStatus::StillAlive) | Err(_) => return false,
+            Ok(_) => {}
+        }
+    }
+}
+
 /// Whether any process of `group` (but `except`) still runs. Reaps the group's zombies that
 /// became ours (as PID 1, or as the parent of orphans), and does not count zombies of others.
 pub(crate) fn group_alive(group: Pid, except: Option<Pid>) -> bool {

@@ -13,7 +13,7 @@ use tokio::time::{Instant, sleep, sleep_until};
 
 use super::deadline::{self, DeadlineSource};
 use super::fds::adopt;
-use super::group::{exit_code, group_alive};
+use super::group::{exit_code, group_alive, no_descendants};
 use super::signals::Signals;
 use crate::exit;
 
@@ -103,6 +103,9 @@ pub(crate) async fn supervise(args: SuperviseArgs) -> u8 {
         return exit::LOST;
     }
     let grace = u64::try_from(args.kill_after.as_nanos()).unwrap_or(u64::MAX);
+    // The command's orphans come back to this process, so that once it has no child left,
+    // nothing of the command runs (see `no_descendants`).
+    let subreaper = nix::sys::prctl::set_child_subreaper(true).is_ok();
     let mut child = match Command::new(program).args(rest).spawn() {
         Ok(child) => child,
         Err(e) => {
@@ -135,7 +138,8 @@ pub(crate) async fn supervise(args: SuperviseArgs) -> u8 {
         if let Some(code) = status {
             // `lockwise run` holds the lock until the whole group is gone, so this process
             // stays to end what the command left behind should lockwise die meanwhile.
-            if !args.forwarded || kill_at.is_some() || !group_alive(group, Some(me)) {
+            let gone = || (subreaper && no_descendants()) || !group_alive(group, Some(me));
+            if !args.forwarded || kill_at.is_some() || gone() {
                 if kill_at.is_some() {
                     let _ = killpg(group, Signal::SIGKILL);
                 }

@@ -192,6 +192,35 @@ pub(super) fn hangup_is_forwarded_not_fatal(b: Backend) {
     );
 }
 
+/// A process the command started that left its group (`setsid`) does not hold the lock,
+/// though it is still a descendant of the supervisor, to which orphans now come back.
+pub(super) fn a_process_that_left_the_group_does_not_hold_the_lock(b: Backend) {
+    let key = b.key();
+    let start = Instant::now();
+    let done = lockwise(
+        &b.url(),
+        &key,
+        &[],
+        &[
+            "sh",
+            "-c",
+            "setsid sleep 3 >/dev/null 2>&1 </dev/null & exit 0",
+        ],
+    )
+    .output()
+    .expect("run");
+    assert_eq!(code(&done), 0, "{done:?}");
+    assert!(
+        start.elapsed() < Duration::from_secs(2),
+        "run waited for a process outside the group: {:?}",
+        start.elapsed()
+    );
+    let again = lockwise(&b.url(), &key, &[], &["true"])
+        .output()
+        .expect("run");
+    assert_eq!(code(&again), 0, "{again:?}");
+}
+
 /// Processes the command leaves behind in its group keep the lock until they exit.
 pub(super) fn the_lock_is_held_until_the_whole_group_exits(b: Backend) {
     let key = b.key();

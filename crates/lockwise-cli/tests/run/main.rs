@@ -258,6 +258,7 @@ on_backends!(
     signals_are_forwarded,
     hangup_is_forwarded_not_fatal,
     the_lock_is_held_until_the_whole_group_exits,
+    a_process_that_left_the_group_does_not_hold_the_lock,
     the_command_stops_when_lockwise_dies,
     no_process_outlives_a_killed_lockwise,
     leftovers_die_with_a_killed_lockwise,
