@@ -28,7 +28,7 @@ use super::session::{Granted, SessionLocks, SessionSql, session_backend};
 use crate::db::pg_conn::{
     CONNECT_TIMEOUT, DEFAULT_SCHEMA, Schema, advisory_key, connect, connect_options, token_from_db,
 };
-use crate::db::pg_pooler::lends_servers;
+use crate::db::pg_pooler::{direct, lends_servers};
 use crate::error::{Error, Result};
 use crate::lease::OwnerToken;
 use crate::url::redact_url;
@@ -93,13 +93,19 @@ impl PostgresBuilder {
             .options([("statement_timeout", "10s")])
             .disable_statement_logging();
         let shown = redact_url(&self.url);
-        // The second connection only asks, beside the first, whether a pooling proxy lends
-        // the server sessions; opened at once, it costs no time of its own.
-        let (first, second) = tokio::join!(connect(&options, &shown), connect(&options, &shown));
-        let (mut first, mut second) = (first?, second?);
-        let refused = refuse_a_transaction_pooler(&mut first, &mut second, &shown).await;
-        let _ = second.close().await;
-        refused?;
+        let mut first = connect(&options, &shown).await?;
+        // A second connection asks whether a pooling proxy lends the server sessions, unless
+        // the first reaches the server directly.
+        let direct = tokio::time::timeout(CONNECT_TIMEOUT, direct(&mut first, &options))
+            .await
+            .map_err(|_| Error::no_answer("a check for a pooling proxy", CONNECT_TIMEOUT))?
+            .map_err(|e| Error::backend("postgres", format!("cannot check {shown}: {e}"), e))?;
+        if !direct {
+            let mut second = connect(&options, &shown).await?;
+            let refused = refuse_a_transaction_pooler(&mut first, &mut second, &shown).await;
+            let _ = second.close().await;
+            refused?;
+        }
         schema.migrate(&mut first, true).await?;
         let grant_sql = schema.sql(
             "SELECT set_config('idle_session_timeout', $3, false), pg_backend_pid(), \

@@ -28,7 +28,10 @@
 //! same answer, and never the other's. A transaction-pooling proxy lends the server a client
 //! just gave back to the next statement (PgBouncer reuses the last one released), so the two
 //! clients get the same process id, or one client gets another one. Any such answer proves
-//! pooling; a session-pooling proxy shows none, and needs nothing.
+//! pooling; a session-pooling proxy shows none, and needs nothing. Before that, one question
+//! spares the second connection where it cannot find anything: the server's address and port
+//! on the first connection are the ones the client dialled, so nothing stands between
+//! ([`direct`]).
 
 use std::sync::Arc;
 
@@ -36,7 +39,9 @@ use futures_util::future::BoxFuture;
 use futures_util::stream::{self, BoxStream, StreamExt, TryStreamExt};
 use sqlx::Either;
 use sqlx::pool::PoolConnection;
-use sqlx::postgres::{PgConnection, PgPool, PgQueryResult, PgRow, PgStatement, PgTypeInfo};
+use sqlx::postgres::{
+    PgConnectOptions, PgConnection, PgPool, PgQueryResult, PgRow, PgStatement, PgTypeInfo,
+};
 use sqlx::{Connection, Execute, Executor, Postgres, Row, SqlStr, Transaction};
 use tokio::sync::OnceCell;
 
@@ -131,14 +136,48 @@ impl PgConn {
 
 /// Whether the server connections behind `pool` are lent per transaction (see the module).
 pub(crate) async fn behind_a_pooler(pool: &PgPool) -> Result<bool, sqlx::Error> {
-    // Opened side by side: a pool's first connection is opened here anyway, so the second
-    // costs no time of its own (a TLS handshake is most of a connection's time).
     let options = pool.connect_options();
-    let (mine, other) = tokio::join!(pool.acquire(), PgConnection::connect_with(&options));
-    let (mut mine, mut other) = (mine?, other?);
+    let mut mine = pool.acquire().await?;
+    if direct(&mut mine, &options).await? {
+        return Ok(false);
+    }
+    let mut other = PgConnection::connect_with(&options).await?;
     let pooled = lends_servers(&mut mine, &mut other).await;
     let _ = other.close().await;
     pooled
+}
+
+/// Whether `conn` reaches the server with nothing between: the server's own address and port
+/// on this connection (`inet_server_addr()`, `inet_server_port()`) are the ones `options`
+/// dialled. A proxy listens on an address or a port of its own (PgBouncer's 6432, another
+/// host), and its server connection is the one the server sees, so a proxy never passes for
+/// direct, and the check saves the probe's second connection only where none is needed. A
+/// Unix socket, a NAT or a container's port mapping do not pass either: the probe decides.
+pub(crate) async fn direct(
+    conn: &mut PgConnection,
+    options: &PgConnectOptions,
+) -> Result<bool, sqlx::Error> {
+    let (host, port) = (options.get_host(), options.get_port());
+    if host.starts_with('/') {
+        return Ok(false);
+    }
+    // Text and int4, which any proxy carries and sqlx decodes without a lookup.
+    let row = sqlx::raw_sql("SELECT host(inet_server_addr()), inet_server_port()")
+        .fetch_one(&mut *conn)
+        .await?;
+    let (addr, server_port): (Option<String>, Option<i32>) = (row.try_get(0)?, row.try_get(1)?);
+    let Some(addr) = addr.and_then(|a| a.parse::<std::net::IpAddr>().ok()) else {
+        return Ok(false);
+    };
+    if server_port != Some(i32::from(port)) {
+        return Ok(false);
+    }
+    let Ok(dialled) = tokio::net::lookup_host((host, port)).await else {
+        return Ok(false);
+    };
+    Ok(dialled
+        .map(|a| a.ip().to_canonical())
+        .any(|ip| ip == addr.to_canonical()))
 }
 
 /// Whether the server connections behind two client connections to one address are lent per
