@@ -88,7 +88,9 @@ impl Renewals {
     fn due_locked(self: &Arc<Self>, state: &mut State, at: Instant, handle: Option<&Handle>) {
         let dead = state.driver.as_ref().is_none_or(JoinHandle::is_finished);
         if dead {
-            state.intake = Some(at);
+            // The earliest of what is pending (a driver that died with its runtime may have
+            // left an earlier one).
+            state.intake = Some(state.intake.map_or(at, |intake| intake.min(at)));
             // Without a runtime here, the next grant or alarm on one starts the driver.
             if let Some(handle) = handle {
                 state.driver = Some(handle.spawn(drive(self.clone())));
