@@ -192,27 +192,31 @@ mod tests {
 
     use super::*;
 
-    /// A watchdog that counts its first poll and then runs until stopped.
-    fn counted(
+    /// Adds a watchdog due at `due` that counts its first poll in `polled` and then runs until
+    /// the token returned is cancelled.
+    fn watch(
+        renewals: &Arc<Renewals>,
+        due: Instant,
         polled: &Arc<AtomicUsize>,
-        stop: &CancellationToken,
-    ) -> impl Future<Output = ()> + use<> {
-        let (polled, stop) = (polled.clone(), stop.clone());
-        async move {
-            polled.fetch_add(1, Ordering::SeqCst);
-            stop.cancelled().await;
-        }
+    ) -> CancellationToken {
+        let (polled, stop) = (polled.clone(), CancellationToken::new());
+        let watchdog = {
+            let stop = stop.clone();
+            async move {
+                polled.fetch_add(1, Ordering::SeqCst);
+                stop.cancelled().await;
+            }
+        };
+        renewals.add(due, stop.clone(), watchdog, &Handle::current());
+        stop
     }
 
     #[tokio::test(start_paused = true)]
     async fn a_watchdog_stopped_before_it_is_due_is_never_polled() {
         let renewals = Arc::new(Renewals::default());
         let polled = Arc::new(AtomicUsize::new(0));
-        let handle = Handle::current();
         for _ in 0..1_000 {
-            let stop = CancellationToken::new();
-            let due = Instant::now() + Duration::from_secs(10);
-            renewals.add(due, stop.clone(), counted(&polled, &stop), &handle);
+            let stop = watch(&renewals, Instant::now() + Duration::from_secs(10), &polled);
             tokio::time::advance(Duration::from_millis(1)).await;
             stop.cancel();
         }
@@ -228,23 +232,10 @@ mod tests {
     async fn a_watchdog_runs_by_the_time_it_is_due() {
         let renewals = Arc::new(Renewals::default());
         let polled = Arc::new(AtomicUsize::new(0));
-        let handle = Handle::current();
-        let stop = CancellationToken::new();
         let start = Instant::now();
-        renewals.add(
-            start + Duration::from_secs(10),
-            stop.clone(),
-            counted(&polled, &stop),
-            &handle,
-        );
+        let stop = watch(&renewals, start + Duration::from_secs(10), &polled);
         // A later one does not delay it; an earlier one goes first.
-        let late = CancellationToken::new();
-        renewals.add(
-            start + Duration::from_secs(30),
-            late.clone(),
-            counted(&polled, &late),
-            &handle,
-        );
+        let late = watch(&renewals, start + Duration::from_secs(30), &polled);
         tokio::time::sleep(Duration::from_millis(9_990)).await;
         assert_eq!(polled.load(Ordering::SeqCst), 0);
         tokio::time::sleep(Duration::from_millis(20)).await;
@@ -261,14 +252,7 @@ mod tests {
     async fn due_and_an_alarm_bring_a_watchdog_forward() {
         let renewals = Arc::new(Renewals::default());
         let polled = Arc::new(AtomicUsize::new(0));
-        let handle = Handle::current();
-        let stop = CancellationToken::new();
-        renewals.add(
-            Instant::now() + Duration::from_secs(10),
-            stop.clone(),
-            counted(&polled, &stop),
-            &handle,
-        );
+        let stop = watch(&renewals, Instant::now() + Duration::from_secs(10), &polled);
         tokio::time::sleep(Duration::from_secs(1)).await;
         renewals.due(Instant::now() + Duration::from_secs(2));
         tokio::time::sleep(Duration::from_millis(2_010)).await;
@@ -278,13 +262,7 @@ mod tests {
             "due() did not bring it forward"
         );
 
-        let alarmed = CancellationToken::new();
-        renewals.add(
-            Instant::now() + Duration::from_secs(10),
-            alarmed.clone(),
-            counted(&polled, &alarmed),
-            &handle,
-        );
+        let alarmed = watch(&renewals, Instant::now() + Duration::from_secs(10), &polled);
         Alarm::new(renewals.clone()).ring();
         tokio::time::sleep(Duration::from_millis(1)).await;
         assert_eq!(

@@ -167,6 +167,12 @@ async fn table(conn: &mut MySqlConnection) -> sqlx::Result<Table> {
 /// Creates the counter table, or converts an InnoDB one to [`FAST_ENGINE`], one process at a
 /// time. A conversion refused (no `ALTER` grant, a busy table) leaves the table as it is.
 async fn migrate(conn: &mut MySqlConnection, durable: bool) -> sqlx::Result<()> {
+    // The usual case, no DDL: a user without CREATE or ALTER can take locks, and a table
+    // already converted costs one query.
+    let found = table(conn).await?;
+    if found == Table::Other || (found == Table::InnoDb && durable) {
+        return Ok(());
+    }
     let fast = !durable && {
         let aria: i64 = sqlx::query_scalar(
             "SELECT COUNT(*) FROM information_schema.engines \
@@ -176,11 +182,8 @@ async fn migrate(conn: &mut MySqlConnection, durable: bool) -> sqlx::Result<()> 
         .await?;
         aria > 0
     };
-    // The usual case, no DDL: a user without CREATE or ALTER can take locks.
-    match table(conn).await? {
-        Table::Other => return Ok(()),
-        Table::InnoDb if !fast => return Ok(()),
-        Table::Missing | Table::InnoDb => {}
+    if found == Table::InnoDb && !fast {
+        return Ok(());
     }
     sqlx::query("SELECT GET_LOCK('lockwise:migrate', 10)")
         .execute(&mut *conn)

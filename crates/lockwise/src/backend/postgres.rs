@@ -22,13 +22,13 @@ use std::time::Duration;
 
 use async_trait::async_trait;
 use sqlx::postgres::{PgConnectOptions, PgConnection};
-use sqlx::{AssertSqlSafe, ConnectOptions, Connection};
+use sqlx::{AssertSqlSafe, ConnectOptions};
 
 use super::session::{Granted, SessionLocks, SessionSql, session_backend};
 use crate::db::pg_conn::{
     CONNECT_TIMEOUT, DEFAULT_SCHEMA, Schema, advisory_key, connect, connect_options, token_from_db,
 };
-use crate::db::pg_pooler::{direct, lends_servers};
+use crate::db::pg_pooler;
 use crate::error::{Error, Result};
 use crate::lease::OwnerToken;
 use crate::url::redact_url;
@@ -94,17 +94,19 @@ impl PostgresBuilder {
             .disable_statement_logging();
         let shown = redact_url(&self.url);
         let mut first = connect(&options, &shown).await?;
-        // A second connection asks whether a pooling proxy lends the server sessions, unless
-        // the first reaches the server directly.
-        let direct = tokio::time::timeout(CONNECT_TIMEOUT, direct(&mut first, &options))
+        // A session advisory lock lives as long as its server session, which a
+        // transaction-pooling proxy lends to another client after each statement.
+        let pooled = tokio::time::timeout(CONNECT_TIMEOUT, pg_pooler::pooled(&mut first, &options))
             .await
             .map_err(|_| Error::no_answer("a check for a pooling proxy", CONNECT_TIMEOUT))?
             .map_err(|e| Error::backend("postgres", format!("cannot check {shown}: {e}"), e))?;
-        if !direct {
-            let mut second = connect(&options, &shown).await?;
-            let refused = refuse_a_transaction_pooler(&mut first, &mut second, &shown).await;
-            let _ = second.close().await;
-            refused?;
+        if pooled {
+            return Err(Error::config(format!(
+                "{shown} lends each server connection per transaction (PgBouncer pool_mode = \
+                 transaction or statement), so a session advisory lock could pass to another \
+                 client: lock inside a transaction with lockwise::postgres::Store::lock_xact, or \
+                 connect to PostgreSQL directly or through a session-mode pool"
+            )));
         }
         schema.migrate(&mut first, true).await?;
         let grant_sql = schema.sql(
@@ -119,28 +121,6 @@ impl PostgresBuilder {
             locks: SessionLocks::new(sql, shown, self.namespace, first),
         })
     }
-}
-
-/// A session advisory lock lives as long as its server session, which a transaction-pooling
-/// proxy lends to another client after each statement: refused, with the ways out.
-async fn refuse_a_transaction_pooler(
-    conn: &mut PgConnection,
-    other: &mut PgConnection,
-    shown: &str,
-) -> Result<()> {
-    let pooled = tokio::time::timeout(CONNECT_TIMEOUT, lends_servers(conn, other))
-        .await
-        .map_err(|_| Error::no_answer("a check for a pooling proxy", CONNECT_TIMEOUT))?
-        .map_err(|e| Error::backend("postgres", format!("cannot check {shown}: {e}"), e))?;
-    if pooled {
-        return Err(Error::config(format!(
-            "{shown} lends each server connection per transaction (PgBouncer pool_mode = \
-             transaction or statement), so a session advisory lock could pass to another \
-             client: lock inside a transaction with lockwise::postgres::Store::lock_xact, or \
-             connect to PostgreSQL directly or through a session-mode pool"
-        )));
-    }
-    Ok(())
 }
 
 impl PostgresBackend {

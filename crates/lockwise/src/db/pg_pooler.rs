@@ -136,13 +136,22 @@ impl PgConn {
 
 /// Whether the server connections behind `pool` are lent per transaction (see the module).
 pub(crate) async fn behind_a_pooler(pool: &PgPool) -> Result<bool, sqlx::Error> {
-    let options = pool.connect_options();
     let mut mine = pool.acquire().await?;
-    if direct(&mut mine, &options).await? {
+    pooled(&mut mine, &pool.connect_options()).await
+}
+
+/// Whether the server connection behind `conn`, made with `options`, is lent per transaction
+/// (see the module): not when `conn` reaches the server [`direct`]ly, and otherwise what the
+/// probe with a second connection finds.
+pub(crate) async fn pooled(
+    conn: &mut PgConnection,
+    options: &PgConnectOptions,
+) -> Result<bool, sqlx::Error> {
+    if direct(conn, options).await? {
         return Ok(false);
     }
-    let mut other = PgConnection::connect_with(&options).await?;
-    let pooled = lends_servers(&mut mine, &mut other).await;
+    let mut other = PgConnection::connect_with(options).await?;
+    let pooled = lends_servers(conn, &mut other).await;
     let _ = other.close().await;
     pooled
 }
@@ -153,10 +162,7 @@ pub(crate) async fn behind_a_pooler(pool: &PgPool) -> Result<bool, sqlx::Error> 
 /// host), and its server connection is the one the server sees, so a proxy never passes for
 /// direct, and the check saves the probe's second connection only where none is needed. A
 /// Unix socket, a NAT or a container's port mapping do not pass either: the probe decides.
-pub(crate) async fn direct(
-    conn: &mut PgConnection,
-    options: &PgConnectOptions,
-) -> Result<bool, sqlx::Error> {
+async fn direct(conn: &mut PgConnection, options: &PgConnectOptions) -> Result<bool, sqlx::Error> {
     let (host, port) = (options.get_host(), options.get_port());
     if host.starts_with('/') {
         return Ok(false);
@@ -183,7 +189,7 @@ pub(crate) async fn direct(
 /// Whether the server connections behind two client connections to one address are lent per
 /// transaction (see the module). Only simple-protocol statements, which any proxy carries
 /// whole.
-pub(crate) async fn lends_servers(
+async fn lends_servers(
     mine: &mut PgConnection,
     other: &mut PgConnection,
 ) -> Result<bool, sqlx::Error> {
