@@ -7,6 +7,7 @@ mod exit;
 mod lab;
 mod man;
 mod members;
+mod metrics;
 mod partition;
 mod partition_actor;
 mod queue;

@@ -13,6 +13,7 @@ use tokio::time::{Instant, sleep};
 
 use crate::child::{DECIDE_AHEAD, DeadlineFeed, ProcessGroup, Signals, Supervision, exit_code};
 use crate::exit::Failure;
+use crate::metrics::MetricsArgs;
 use crate::{duration, exit};
 
 const EXIT_CODES: &str = "\
@@ -62,6 +63,8 @@ pub(crate) struct PartitionArgs {
     /// How long the command has between SIGTERM and SIGKILL when its keys change
     #[arg(long, default_value = "5s", value_parser = duration::parse, value_name = "DURATION")]
     kill_after: Duration,
+    #[command(flatten)]
+    metrics: MetricsArgs,
     /// The command and its arguments
     #[arg(last = true, required = true, value_name = "CMD")]
     command: Vec<OsString>,
@@ -104,6 +107,7 @@ async fn partition(args: PartitionArgs) -> Result<u8, Failure> {
             "memory: cannot share a group between processes; use redis:// or postgres://",
         ));
     }
+    args.metrics.install()?;
     let group = Group::connect(&args.url, &args.group).await?;
     let mut opts = MemberOptions::ttl(args.ttl).key_space(u64::from(args.keys));
     if let Some(id) = &args.id {

@@ -20,6 +20,7 @@ use crate::child::{
     DECIDE_AHEAD, DeadlineFeed, ProcessGroup, Signals, Supervision, Terminal, exit_code,
 };
 use crate::exit::Failure;
+use crate::metrics::MetricsArgs;
 use crate::{duration, exit};
 
 const EXIT_CODES: &str = "\
@@ -96,6 +97,8 @@ pub(crate) struct RunArgs {
     /// releases it and exits 0 (70 if the lock is lost first)
     #[arg(last = true, value_name = "CMD")]
     command: Vec<OsString>,
+    #[command(flatten)]
+    metrics: MetricsArgs,
 }
 
 /// How long `--wait` waits.
@@ -126,6 +129,7 @@ async fn run_checked(args: RunArgs) -> Result<u8, Failure> {
         .map_err(|_| Failure::usage("invalid lock key: it is not valid UTF-8"))?;
     validate_key(&key)?;
     validate_ttl(args.ttl)?;
+    args.metrics.install()?;
     // From here on SIGINT, SIGTERM, SIGHUP and SIGQUIT never kill lockwise behind the
     // command's back: they are forwarded to it (or end the wait for the lock).
     let mut signals = Signals::install(&[

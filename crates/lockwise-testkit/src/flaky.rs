@@ -188,4 +188,8 @@ impl Backend for FlakyBackend {
     async fn watch(&self, key: &str) -> Result<ReleaseWatch> {
         self.call(Op::Watch, self.inner.watch(key)).await
     }
+
+    fn kind(&self) -> &'static str {
+        self.inner.kind()
+    }
 }

@@ -91,6 +91,12 @@ pub trait Backend: Send + Sync + std::fmt::Debug + 'static {
     /// happens between a failed attempt and the wait is not missed. Backends without events
     /// return [`ReleaseWatch::none`] and waiters poll.
     async fn watch(&self, key: &str) -> Result<ReleaseWatch>;
+
+    /// What kind of store this is (`"redis"`, `"postgres"`, …): the `backend` label of the
+    /// [metrics](crate::metrics). `"custom"` unless a backend says otherwise.
+    fn kind(&self) -> &'static str {
+        "custom"
+    }
 }
 
 /// Wakes a waiter when a lease it waits for is released (or when the backend may have missed

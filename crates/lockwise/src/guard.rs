@@ -17,6 +17,7 @@ use crate::gate::Pass;
 use crate::lease::{FencingToken, OwnerToken, validate_ttl};
 use crate::lease_clock::{Deadline, LeaseClock};
 use crate::loss_check::{Checked, LossCheck};
+use crate::metrics::{self, Loss};
 use crate::options::{LockOptions, Renew};
 use crate::renewals::{Alarm, Renewals};
 
@@ -51,6 +52,8 @@ pub struct Guard {
     /// The lease's place in the locker's loss check, taken off when the guard goes.
     _checked: Option<Checked>,
     on_drop: ReleaseOnDrop,
+    /// When the grant was asked for.
+    granted: Instant,
 }
 
 /// What the guard and its watchdog share.
@@ -123,9 +126,10 @@ impl Lease {
         );
     }
 
-    fn mark_lost(&self, why: &str) {
+    fn mark_lost(&self, cause: Loss, why: &str) {
         if !self.lost.is_cancelled() {
             tracing::warn!(key = %self.key, fence = %self.fence, why, "lock lost");
+            metrics::lost(self.backend.kind(), cause);
             self.lost.cancel();
         }
     }
@@ -133,7 +137,10 @@ impl Lease {
     /// Whether the lock must be considered lost now; fires the signal if the deadline passed.
     fn is_lost(&self) -> bool {
         if !self.lost.is_cancelled() && self.times().deadline.passed() {
-            self.mark_lost("the local deadline passed without a successful renewal");
+            self.mark_lost(
+                Loss::Deadline,
+                "the local deadline passed without a successful renewal",
+            );
         }
         self.lost.is_cancelled()
     }
@@ -189,7 +196,10 @@ impl Lease {
         if extended {
             self.extended(sent, trusted, generation, true);
         } else {
-            self.mark_lost("extend refused: the lease expired or belongs to someone else");
+            self.mark_lost(
+                Loss::Refused,
+                "extend refused: the lease expired or belongs to someone else",
+            );
         }
         Ok(extended && !self.is_lost())
     }
@@ -254,6 +264,7 @@ impl Guard {
             stop,
             _checked: checked,
             on_drop,
+            granted: started,
         }
     }
 
@@ -325,7 +336,8 @@ impl Guard {
         .await
         .map_err(|_| Error::no_answer("an ownership check", limit))??;
         if !held {
-            self.lease.mark_lost("ownership check failed");
+            self.lease
+                .mark_lost(Loss::ServerForgot, "ownership check failed");
         }
         // The answer is only good if it came back before the local deadline.
         Ok(held && !self.is_lost())
@@ -415,6 +427,12 @@ impl Drop for Guard {
         self.stop.cancel();
         self.lease.lost.cancel();
         self.lease.pass_on();
+        let (kind, held) = (self.lease.backend.kind(), self.granted.elapsed());
+        metrics::held(kind, held);
+        let ttl = self.lease.times().ttl;
+        if self.lease.renew.interval(ttl).is_none() {
+            metrics::headroom(kind, "hold", &self.lease.key, held, ttl);
+        }
     }
 }
 
@@ -458,13 +476,21 @@ async fn watchdog(lease: Arc<Lease>, started: Instant) {
             Some(renewal) = in_flight.next(), if !in_flight.is_empty() => {
                 let renewal: Renewal = renewal;
                 match renewal.answer {
-                    Some(Ok(true)) => lease.extended(renewal.sent, renewal.ttl, renewal.generation, false),
+                    Some(Ok(true)) => {
+                        let round_trip = renewal.sent.sent().elapsed();
+                        let kind = lease.backend.kind();
+                        metrics::renewed(kind, round_trip);
+                        metrics::headroom(kind, "renewal", &lease.key, round_trip, renewal.ttl);
+                        lease.extended(renewal.sent, renewal.ttl, renewal.generation, false);
+                    }
                     Some(Ok(false)) => {
-                        lease.mark_lost("renewal refused: the lease expired or belongs to someone else");
+                        metrics::renewal_failed(lease.backend.kind(), "refused");
+                        lease.mark_lost(Loss::Refused, "renewal refused: the lease expired or belongs to someone else");
                         return;
                     }
                     Some(Err(error)) => {
                         tracing::warn!(key = %lease.key, %error, "renewal failed; retrying until the deadline");
+                        metrics::renewal_failed(lease.backend.kind(), "error");
                         if in_flight.is_empty() && let Some(every) = every {
                             // Not a busy loop, but sooner than the schedule.
                             let soon = Instant::now() + (every / 4).max(Duration::from_millis(5));
@@ -496,7 +522,7 @@ async fn watchdog(lease: Arc<Lease>, started: Instant) {
                         lease.backend.holds(&lease.key, lease.owner),
                     );
                     if let Ok(Ok(false)) = asked.await {
-                        lease.mark_lost("the server no longer has the lease");
+                        lease.mark_lost(Loss::ServerForgot, "the server no longer has the lease");
                         return;
                     }
                 }
@@ -556,8 +582,10 @@ impl Watched {
 impl Drop for Watched {
     fn drop(&mut self) {
         if !self.ended && !self.stop.is_cancelled() {
-            self.lease
-                .mark_lost("its renewals stopped: the runtime running them shut down");
+            self.lease.mark_lost(
+                Loss::Stopped,
+                "its renewals stopped: the runtime running them shut down",
+            );
             self.lease.pass_on();
         }
     }

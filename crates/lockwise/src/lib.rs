@@ -73,6 +73,7 @@ pub mod lease;
 mod lease_clock;
 mod locker;
 mod loss_check;
+pub mod metrics;
 mod options;
 pub mod partition;
 #[cfg(feature = "postgres")]

@@ -13,6 +13,7 @@ use crate::guard::{Guard, ReleaseOnDrop};
 use crate::lease::{OwnerToken, validate_key, validate_ttl};
 use crate::lease_clock::LeaseClock;
 use crate::loss_check::LossCheck;
+use crate::metrics;
 use crate::options::LockOptions;
 use crate::renewals::Renewals;
 
@@ -123,8 +124,22 @@ impl Locker {
     /// attempt started on, so a grant nobody received is released at once; the TTL is the
     /// backstop if that release cannot run. Dropping it never leaves a lock that nobody will
     /// release.
-    #[tracing::instrument(level = "debug", skip(self, opts), fields(ttl = ?opts.ttl))]
+    #[tracing::instrument(level = "debug", skip(self, opts), fields(ttl = ?opts.ttl, fence = tracing::field::Empty))]
     pub async fn try_acquire(&self, key: &str, opts: &LockOptions) -> Result<Option<Guard>> {
+        let kind = self.backend.kind();
+        let granted = self.try_acquire_inner(key, opts).await;
+        metrics::acquisition(
+            kind,
+            match &granted {
+                Ok(Some(_)) => "granted",
+                Ok(None) => "busy",
+                Err(_) => "error",
+            },
+        );
+        granted
+    }
+
+    async fn try_acquire_inner(&self, key: &str, opts: &LockOptions) -> Result<Option<Guard>> {
         validate_key(key)?;
         validate_ttl(opts.ttl)?;
         let mut pass = None;
@@ -153,11 +168,25 @@ impl Locker {
     ///
     /// As for [`try_acquire`](Self::try_acquire): dropping the future at any point leaves no
     /// lock behind (a grant in flight is released by owner token on the acquiring runtime).
-    #[tracing::instrument(level = "debug", skip(self, opts), fields(ttl = ?opts.ttl, wait = ?opts.wait))]
+    #[tracing::instrument(level = "debug", skip(self, opts), fields(ttl = ?opts.ttl, wait = ?opts.wait, fence = tracing::field::Empty))]
     pub async fn acquire(&self, key: &str, opts: &LockOptions) -> Result<Guard> {
+        let (kind, start) = (self.backend.kind(), Instant::now());
+        let granted = self.acquire_inner(key, opts, start).await;
+        let result = match &granted {
+            Ok(_) => {
+                metrics::waited(kind, start.elapsed());
+                "granted"
+            }
+            Err(Error::WaitTimeout { .. }) => "timeout",
+            Err(_) => "error",
+        };
+        metrics::acquisition(kind, result);
+        granted
+    }
+
+    async fn acquire_inner(&self, key: &str, opts: &LockOptions, start: Instant) -> Result<Guard> {
         validate_key(key)?;
         validate_ttl(opts.ttl)?;
-        let start = Instant::now();
         let give_up = opts.wait.map(|w| start + w);
         let mut retry = opts.retry.clone();
         // First in this locker's line for the key (with `fair`), within the wait.
@@ -282,6 +311,8 @@ impl Locker {
                     return Ok(Err(None));
                 }
                 tracing::debug!(key, %fence, "acquired");
+                // The acquire's span carries the token, for a subscriber that exports spans.
+                tracing::Span::current().record("fence", fence.get());
                 pending.armed = false;
                 let on_drop = ReleaseOnDrop {
                     backend: self.backend.clone(),

@@ -182,3 +182,24 @@ fn self_check() {
     // ANCHOR_END: self-check
     let _ = x;
 }
+
+/// The metrics table of `docs/operating.md` is the one in the rustdoc of `lockwise::metrics`.
+#[test]
+fn the_metrics_table_in_the_docs_is_the_rustdoc_one() {
+    let table = |text: &str, strip: &str| -> Vec<String> {
+        text.lines()
+            .filter_map(|l| l.strip_prefix(strip))
+            .map(str::trim_start)
+            .filter(|l| l.starts_with('|'))
+            .map(str::to_owned)
+            .collect()
+    };
+    let rustdoc = std::fs::read_to_string(root().join("crates/lockwise/src/metrics.rs")).unwrap();
+    let docs = std::fs::read_to_string(root().join("docs/operating.md")).unwrap();
+    let (rustdoc, docs) = (table(&rustdoc, "//!"), table(&docs, ""));
+    assert!(rustdoc.len() > 20, "no metrics table in metrics.rs");
+    assert_eq!(
+        rustdoc, docs,
+        "docs/operating.md's metrics table differs from the rustdoc of lockwise::metrics"
+    );
+}

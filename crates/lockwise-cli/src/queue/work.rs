@@ -17,6 +17,10 @@ use tokio_util::sync::CancellationToken;
 use super::conn::{Conn, Store, open};
 use crate::child::{DECIDE_AHEAD, DeadlineFeed};
 use crate::exit::Failure;
+use crate::metrics::MetricsArgs;
+
+/// How often `queue work --metrics-addr` samples its queues' depth.
+const DEPTH_EVERY: Duration = Duration::from_secs(5);
 use crate::{duration, exit};
 
 #[derive(Debug, clap::Args)]
@@ -74,6 +78,8 @@ pub(super) struct WorkArgs {
     /// The handler and its arguments
     #[arg(last = true, required = true, value_name = "CMD")]
     pub(super) command: Vec<OsString>,
+    #[command(flatten)]
+    pub(super) metrics: MetricsArgs,
 }
 
 /// `--give-up-after`: a duration, or never.
@@ -99,6 +105,7 @@ pub(super) async fn work(a: WorkArgs) -> Result<u8, Failure> {
     for name in &a.queue {
         lockwise::queue::check_queue_name(name)?;
     }
+    a.metrics.install()?;
     let first = a.queue.first().map_or("", String::as_str);
     let queue = open(&a.conn, first, u32::from(a.concurrency) + 4, Store::Migrate).await?;
     let mut worker = Worker::new(queue)
@@ -123,6 +130,9 @@ pub(super) async fn work(a: WorkArgs) -> Result<u8, Failure> {
     }
     if let Some(prefetch) = a.prefetch {
         worker = worker.prefetch(usize::from(prefetch));
+    }
+    if a.metrics.enabled() {
+        worker = worker.depth_metrics(DEPTH_EVERY);
     }
     let shutdown = CancellationToken::new();
     let (mut term, mut int) = match (

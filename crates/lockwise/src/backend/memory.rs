@@ -111,4 +111,8 @@ impl Backend for MemoryBackend {
             ReleaseWatch::new(slot.released.subscribe(), None)
         }))
     }
+
+    fn kind(&self) -> &'static str {
+        "memory"
+    }
 }

@@ -453,4 +453,4 @@ impl SessionSql for GetLock {
     }
 }
 
-session_backend!(MysqlBackend);
+session_backend!(MysqlBackend, "mysql");

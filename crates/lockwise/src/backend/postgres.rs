@@ -313,4 +313,4 @@ impl SessionSql for Advisory {
     }
 }
 
-session_backend!(PostgresBackend);
+session_backend!(PostgresBackend, "postgres");

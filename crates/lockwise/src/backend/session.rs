@@ -81,7 +81,7 @@ pub(crate) struct Granted {
 /// Implements [`Backend`](super::Backend) and `Debug` for a public backend type whose field
 /// `locks` is a [`SessionLocks`]: every call is the shared session logic.
 macro_rules! session_backend {
-    ($backend:ident) => {
+    ($backend:ident, $kind:literal) => {
         impl std::fmt::Debug for $backend {
             fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
                 f.debug_struct(stringify!($backend))
@@ -131,6 +131,10 @@ macro_rules! session_backend {
 
             async fn watch(&self, key: &str) -> $crate::Result<$crate::backend::ReleaseWatch> {
                 Ok(self.locks.watch(key))
+            }
+
+            fn kind(&self) -> &'static str {
+                $kind
             }
         }
     };

@@ -24,6 +24,8 @@ pub struct Assignment {
     /// The views from the last settled generation up to (not including) this one; `None`
     /// when this member never saw a settled generation.
     pub(super) kept: Option<Arc<[Arc<[String]>]>>,
+    /// When this member adopted the generation.
+    pub(super) adopted: tokio::time::Instant,
 }
 
 impl Assignment {
@@ -35,6 +37,7 @@ impl Assignment {
             lost: false,
             me,
             kept: None,
+            adopted: tokio::time::Instant::now(),
         }
     }
 
@@ -76,6 +79,7 @@ impl Assignment {
             lost: false,
             me: self.me.clone(),
             kept,
+            adopted: tokio::time::Instant::now(),
         }
     }
 }

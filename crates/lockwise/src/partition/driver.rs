@@ -12,6 +12,7 @@ use crate::backend::{Attempt, Backend};
 use crate::error::{Error, Result};
 use crate::guard::Guard;
 use crate::lease::{MIN_TTL, OwnerToken};
+use crate::metrics;
 use crate::options::LockOptions;
 
 pub(super) async fn load(store: &dyn RosterStore, group: &str) -> Result<(u64, Roster)> {
@@ -150,6 +151,14 @@ pub(super) async fn drive(
                 every
             }
         };
+        let (generation, members) = {
+            let now = shared.assignment.borrow();
+            (now.generation.get(), now.members.len())
+        };
+        if generation > 0 {
+            let keys = shared.holds().by_id.len();
+            metrics::partition(&shared.group, generation, members, keys);
+        }
         tokio::select! {
             biased;
             () = shared.stop.cancelled() => {
@@ -233,6 +242,8 @@ async fn step(
             a.settled = true;
             a.kept = Some(Arc::from(Vec::new()));
         });
+        // Every key assigned in this generation may start now.
+        metrics::handoff(&shared.group, local.adopted.elapsed());
         tracing::debug!(group = %shared.group, member = me, generation = roster.generation, "settled");
         return Ok(Step::Again);
     }

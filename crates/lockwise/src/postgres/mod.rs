@@ -245,16 +245,12 @@ impl Store {
         match result {
             Ok(_) => Ok(()),
             Err(sqlx::Error::Database(db)) => {
-                let stale = db
+                let refused = db
                     .try_downcast_ref::<PgDatabaseError>()
                     .filter(|pg| pg.code() == STALE_TOKEN_SQLSTATE)
                     .map(|pg| pg.detail().and_then(|d| d.parse::<u64>().ok()));
-                match stale {
-                    Some(current) => Err(Error::StaleToken {
-                        resource: resource.to_owned(),
-                        presented: token,
-                        current: current.map(FencingToken::new),
-                    }),
+                match refused {
+                    Some(current) => Err(stale(resource, token, current.map(FencingToken::new))),
                     None => Err(sqlx::Error::Database(db).into()),
                 }
             }
@@ -357,11 +353,17 @@ pub async fn behind_a_transaction_pooler(pool: &PgPool) -> Result<bool> {
 /// ```
 pub fn check_fenced(done: &PgQueryResult, resource: &str, token: FencingToken) -> Result<()> {
     if done.rows_affected() == 0 {
-        return Err(Error::StaleToken {
-            resource: resource.to_owned(),
-            presented: token,
-            current: None,
-        });
+        return Err(stale(resource, token, None));
     }
     Ok(())
+}
+
+/// A fenced write refused, counted (`lockwise_fenced_writes_refused_total`).
+fn stale(resource: &str, presented: FencingToken, current: Option<FencingToken>) -> Error {
+    crate::metrics::fenced_write_refused("postgres");
+    Error::StaleToken {
+        resource: resource.to_owned(),
+        presented,
+        current,
+    }
 }

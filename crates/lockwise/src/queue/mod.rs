@@ -75,6 +75,7 @@ pub use values::{Claimed, Enqueued, JobInfo, JobState, Stats};
 pub use worker::{JobContext, Worker, WorkerReport};
 
 use crate::error::{Error, Result};
+use crate::metrics::{self, JobEvent};
 use crate::url::BackendUrl;
 use attempt_errors::utc_errors;
 use driver::Driver;
@@ -223,6 +224,7 @@ impl Queue {
             .driver
             .enqueue_many(&self.name, std::slice::from_ref(&job))
             .await?;
+        self.count_enqueued(&done);
         done.into_iter().next().ok_or_else(|| {
             Error::config("the store returned no id for an enqueued job (a driver bug)")
         })
@@ -275,7 +277,9 @@ impl Queue {
         if jobs.is_empty() {
             return Ok(Vec::new());
         }
-        self.driver.enqueue_many(&self.name, &jobs).await
+        let done = self.driver.enqueue_many(&self.name, &jobs).await?;
+        self.count_enqueued(&done);
+        Ok(done)
     }
 
     /// [`enqueue_many`](Self::enqueue_many) inside the caller's transaction (as
@@ -298,9 +302,12 @@ impl Queue {
         if jobs.is_empty() {
             return Ok(Vec::new());
         }
-        self.driver
+        let done = self
+            .driver
             .enqueue_many_in(conn.into(), &self.name, &jobs)
-            .await
+            .await?;
+        self.count_enqueued(&done);
+        Ok(done)
     }
 
     /// Enqueues inside the caller's transaction: if it rolls back, there is no job. Takes a
@@ -325,11 +332,18 @@ impl Queue {
     pub async fn enqueue_in<'c>(&self, conn: impl Into<Executor<'c>>, job: Job) -> Result<JobId> {
         check_queue_name(&self.name)?;
         job.check()?;
-        Ok(self
+        let done = self
             .driver
             .enqueue_in(conn.into(), &self.name, &job)
-            .await?
-            .id)
+            .await?;
+        self.count_enqueued(std::slice::from_ref(&done));
+        Ok(done.id)
+    }
+
+    /// Counts the jobs inserted (not the duplicates) in `lockwise_queue_jobs_enqueued_total`.
+    fn count_enqueued(&self, done: &[Enqueued]) {
+        let inserted = done.iter().filter(|e| !e.duplicate).count();
+        metrics::jobs(&self.name, JobEvent::Enqueued, inserted as u64);
     }
 
     /// Job counts by state. On PostgreSQL it reads the unfinished jobs and the counts of the
@@ -470,7 +484,11 @@ impl Queue {
     /// One statement, applied or not; after a dropped call that applied it, cancelling
     /// again returns `false`.
     pub async fn cancel(&self, id: JobId) -> Result<bool> {
-        self.driver.cancel(id).await
+        let cancelled = self.driver.cancel(id).await?;
+        if cancelled {
+            metrics::jobs(&self.name, JobEvent::Cancelled, 1);
+        }
+        Ok(cancelled)
     }
 
     /// The store's upkeep under sustained load (PostgreSQL: truncates drained ring segments

@@ -52,6 +52,8 @@ pub struct Stats {
     pub dead: i64,
     /// Cancelled before they finished ([`Queue::cancel`]).
     pub cancelled: i64,
+    /// How long the oldest ready job has been due (`None`: no job is ready).
+    pub oldest_ready: Option<std::time::Duration>,
 }
 
 impl Stats {

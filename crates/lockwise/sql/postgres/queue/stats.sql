@@ -2,6 +2,7 @@
 -- `scheduled` due later: delayed, or waiting to retry). Never scans the finished history:
 -- done and cancelled jobs are the sealed counts plus the jobs finished since (seal_done.sql)
 -- and not pruned (done_cutoffs, v11.sql).
+-- oldest_ready_secs: how long the oldest ready job has been due (NULL: none is).
 -- $1 queue
 WITH sealed AS (SELECT until FROM {schema}.done_sealed)
 SELECT (SELECT count(*) FROM {schema}.ready WHERE queue = $1 AND run_at <= now())
@@ -27,4 +28,8 @@ SELECT (SELECT count(*) FROM {schema}.ready WHERE queue = $1 AND run_at <= now()
            AND NOT EXISTS (SELECT 1 FROM {schema}.done_cutoffs c
                             WHERE c.queue IN ($1, '') AND c.state = d.state
                               AND d.finished_at < c.before AND pg_visible_in_snapshot(d.xid, c.seen)))
-         AS cancelled
+         AS cancelled,
+       extract(epoch FROM now() - LEAST(
+           (SELECT min(run_at) FROM {schema}.ready WHERE queue = $1 AND run_at <= now()),
+           (SELECT min(run_at) FROM {schema}.scheduled WHERE queue = $1 AND run_at <= now())
+       ))::float8 AS oldest_ready_secs

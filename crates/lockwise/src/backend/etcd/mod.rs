@@ -554,6 +554,10 @@ impl Backend for EtcdBackend {
         let place = self.join_line(key).await?;
         Ok(ReleaseWatch::new(rx, Some(Box::new((watching, place.keep)))).in_line(place.first))
     }
+
+    fn kind(&self) -> &'static str {
+        "etcd"
+    }
 }
 
 /// Stops a watch's task (and with it its stream) when the waiter is done.

@@ -394,6 +394,10 @@ impl Backend for FileBackend {
     async fn watch(&self, key: &str) -> Result<ReleaseWatch> {
         self.watch_releases(key).await
     }
+
+    fn kind(&self) -> &'static str {
+        "file"
+    }
 }
 
 #[cfg(test)]

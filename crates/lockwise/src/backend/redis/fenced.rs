@@ -41,6 +41,7 @@ impl RedisBackend {
         if written == 1 {
             return Ok(());
         }
+        crate::metrics::fenced_write_refused("redis");
         Err(Error::StaleToken {
             resource: resource.to_owned(),
             presented: token,

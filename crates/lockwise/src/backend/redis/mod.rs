@@ -648,6 +648,10 @@ impl Backend for RedisBackend {
             }
         }
     }
+
+    fn kind(&self) -> &'static str {
+        "redis"
+    }
 }
 
 #[cfg(test)]

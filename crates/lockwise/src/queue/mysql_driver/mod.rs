@@ -391,6 +391,9 @@ impl Driver for MysqlDriver {
             done: get("done")?,
             dead: get("dead")?,
             cancelled: get("cancelled")?,
+            oldest_ready: row
+                .try_get::<Option<i64>, _>("oldest_ready_us")?
+                .map(|us| std::time::Duration::from_micros(us.max(0).unsigned_abs())),
         })
     }
 

@@ -405,6 +405,9 @@ impl Driver for PgDriver {
             done: get("done")?,
             dead: get("dead")?,
             cancelled: get("cancelled")?,
+            oldest_ready: row
+                .try_get::<Option<f64>, _>("oldest_ready_secs")?
+                .map(|s| std::time::Duration::from_secs_f64(s.max(0.0))),
         })
     }
 

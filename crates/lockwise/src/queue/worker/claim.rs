@@ -9,6 +9,7 @@ use tokio_util::task::AbortOnDropHandle;
 
 use super::Worker;
 use crate::lease_clock::LeaseClock;
+use crate::metrics::{self, JobEvent};
 use crate::queue::{Claimed, JobId, Queue};
 
 impl Worker {
@@ -103,6 +104,10 @@ impl ClaimRequest {
             Some(Ok(jobs)) => {
                 let claimed = jobs.len();
                 let jobs = confirm_start(&self.queue, jobs, deadline).await;
+                metrics::claimed_in(sent.sent().elapsed());
+                for job in &jobs {
+                    metrics::jobs(&job.queue, JobEvent::Claimed, 1);
+                }
                 ClaimAnswer::Claimed {
                     not_started: (claimed - jobs.len()) as u64,
                     jobs,

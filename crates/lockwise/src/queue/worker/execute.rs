@@ -13,6 +13,7 @@ use tokio_util::sync::CancellationToken;
 
 use super::running::RunningJob;
 use super::{JobContext, Worker, WorkerReport, log_job};
+use crate::metrics::{self, JobEvent};
 use crate::queue::JobId;
 
 /// How one execution ended.
@@ -30,6 +31,7 @@ pub(super) enum Outcome {
 pub(super) struct Finished {
     pub(super) id: JobId,
     pub(super) attempt: i32,
+    pub(super) max_attempts: i32,
     pub(super) queue: String,
     /// How long the handler ran.
     pub(super) took: Duration,
@@ -54,6 +56,7 @@ impl Worker {
             }
         }
         let log = |outcome: &str| log_job(f.id, &f.queue, f.attempt, outcome, f.took);
+        metrics::job_ran(&f.queue, f.took);
         let (outcome, error) = match f.outcome {
             Outcome::LeaseLost => {
                 log("lease lost");
@@ -62,6 +65,7 @@ impl Worker {
             }
             Outcome::Done => {
                 log("done");
+                metrics::jobs(&f.queue, JobEvent::Completed, 1);
                 acks.push((f.id, f.attempt));
                 report.done += 1;
                 return;
@@ -77,6 +81,12 @@ impl Worker {
         let ms = u64::try_from(f.took.as_millis()).unwrap_or(u64::MAX);
         tracing::info!(id = %f.id, queue = %f.queue, attempt = f.attempt, %outcome, ms, %error, "job ended");
         report.failed += 1;
+        metrics::jobs(&f.queue, JobEvent::Failed, 1);
+        let next = if f.attempt < f.max_attempts {
+            JobEvent::Retried
+        } else {
+            JobEvent::Dead
+        };
         let delay = self.retry_delay(f.attempt);
         match self
             .queue
@@ -84,7 +94,7 @@ impl Worker {
             .fail(f.id, f.attempt, &error, delay, false)
             .await
         {
-            Ok(true) => {}
+            Ok(true) => metrics::jobs(&f.queue, next, 1),
             Ok(false) => {
                 tracing::warn!(id = %f.id, attempt = f.attempt, "failure not recorded: the job was rescued meanwhile")
             }
@@ -158,10 +168,13 @@ where
     Fut: Future<Output = std::result::Result<(), E>> + Send + 'static,
     E: Display + Send + 'static,
 {
-    let (id, attempt, queue) = (ctx.id, ctx.attempt, ctx.queue.clone());
+    let (id, attempt, max_attempts, queue) =
+        (ctx.id, ctx.attempt, ctx.max_attempts, ctx.queue.clone());
     let ask = ctx.stop.clone();
     let started = Instant::now();
-    let mut inner = tokio::spawn(handler(ctx));
+    // The handler's span carries the job, for a subscriber that exports spans.
+    let span = tracing::info_span!("job", %id, %queue, attempt);
+    let mut inner = tokio::spawn(tracing::Instrument::instrument(handler(ctx), span));
     let abort = inner.abort_handle();
     let stop = inner.abort_handle();
     tokio::spawn(async move {
@@ -230,6 +243,7 @@ where
         let _ = finished.send(Finished {
             id,
             attempt,
+            max_attempts,
             queue,
             took: started.elapsed(),
             outcome,

@@ -7,6 +7,7 @@ use tokio::time::{Instant, timeout};
 use tokio_util::sync::CancellationToken;
 
 use super::streak::Streak;
+use crate::metrics;
 use crate::queue::{JobState, Queue};
 
 /// What a worker prunes, and how long it keeps it ([`Worker::retention`](super::Worker::retention)).
@@ -39,6 +40,7 @@ impl Retention {
 /// With a retention, prunes the history once a second.
 pub(super) async fn reaper(
     queue: Queue,
+    (queues, depth_every): (Vec<String>, Option<Duration>),
     lease: Duration,
     retention: Option<Retention>,
     stop: CancellationToken,
@@ -51,6 +53,7 @@ pub(super) async fn reaper(
     let mut reaping = Streak::new("reaping");
     let mut next_prune = Instant::now() + RETENTION_EVERY;
     let mut pruning = Streak::new("retention");
+    let mut next_sample = Instant::now();
     loop {
         tokio::select! {
             _ = stop.cancelled() => return,
@@ -81,10 +84,38 @@ pub(super) async fn reaper(
         if Instant::now() >= next_reap {
             next_reap = Instant::now() + lease / 2;
             match timeout(lease, queue.protocol().reap()).await {
-                Ok(Ok(_)) => reaping.succeeded(),
+                Ok(Ok(reaped)) => {
+                    metrics::reaped(reaped);
+                    reaping.succeeded();
+                }
                 Ok(Err(error)) => reaping.failed(&error),
                 Err(_) => reaping.failed(&"no answer in time"),
             }
         }
+        if let Some(every) = depth_every.filter(|_| Instant::now() >= next_sample) {
+            next_sample = Instant::now() + every;
+            sample_depth(&queue, &queues, lease).await;
+        }
+    }
+}
+
+/// Sets `lockwise_queue_depth` for each of `queues` from their cheap counts
+/// ([`Queue::stats`]); a failure only leaves the last sample.
+async fn sample_depth(queue: &Queue, queues: &[String], lease: Duration) {
+    for name in queues {
+        let Ok(Ok(stats)) = timeout(lease, queue.named(name.as_str()).stats()).await else {
+            continue;
+        };
+        for (state, n) in [
+            ("ready", stats.ready),
+            ("scheduled", stats.scheduled),
+            ("running", stats.running),
+            ("done", stats.done),
+            ("dead", stats.dead),
+            ("cancelled", stats.cancelled),
+        ] {
+            metrics::depth(name, state, n);
+        }
+        metrics::oldest_ready(name, stats.oldest_ready.unwrap_or_default());
     }
 }

@@ -127,6 +127,8 @@ pub struct Worker {
     give_up: Option<Duration>,
     /// How long finished jobs are kept; `None`: until pruned by someone else.
     retention: Option<Duration>,
+    /// How often the queues' depth is sampled for the metrics; `None`: never.
+    depth_every: Option<Duration>,
 }
 
 /// How long a stopping worker waits for its background tasks' statements in flight.
@@ -166,6 +168,7 @@ impl Worker {
             queues: None,
             give_up: None,
             retention: None,
+            depth_every: None,
         }
     }
 
@@ -378,6 +381,14 @@ impl Worker {
         self
     }
 
+    /// Samples the depth of the worker's queues (their counts by state, from
+    /// [`Queue::stats`]) every `every` into the `lockwise_queue_depth` gauge (see
+    /// [`metrics`](crate::metrics)). Off by default: each sample is a query per queue.
+    pub fn depth_metrics(mut self, every: Duration) -> Self {
+        self.depth_every = Some(every);
+        self
+    }
+
     /// This worker's id, stored with the jobs it claims.
     pub fn id(&self) -> &str {
         &self.id
@@ -456,6 +467,7 @@ impl Worker {
         });
         tasks.spawn(reaper(
             self.queue.clone(),
+            (queues.clone(), self.depth_every),
             self.lease,
             retention,
             background.clone(),
