@@ -1,5 +1,7 @@
 //! Exit codes, after sysexits(3) and flock(1).
 
+/// `lockwise doctor`: a check failed.
+pub(crate) const FAILED_CHECK: u8 = 1;
 /// A usage error: bad arguments, key, TTL, duration or URL; a queue store not migrated.
 pub(crate) const USAGE: u8 = 64;
 /// The input data is bad: a line of `queue enqueue --jsonl` that is not a valid job

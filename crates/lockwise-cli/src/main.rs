@@ -2,6 +2,7 @@
 
 mod bench;
 mod child;
+mod doctor;
 mod duration;
 mod exit;
 mod lab;
@@ -69,6 +70,7 @@ enum Command {
     Queue(queue::QueueArgs),
     Lab(lab::LabArgs),
     Bench(bench::BenchArgs),
+    Doctor(doctor::DoctorArgs),
     /// Print a shell completion script to stdout, e.g.
     /// `lockwise completions bash > /etc/bash_completion.d/lockwise`
     Completions {
@@ -143,6 +145,7 @@ fn main() -> ExitCode {
             Command::Queue(args) => queue::run(args).await,
             Command::Lab(args) => lab::run(args).await,
             Command::Bench(args) => bench::run(args).await,
+            Command::Doctor(args) => doctor::run(args).await,
             Command::LabActor(args) => lab::actor::run(args).await,
             Command::Supervise(args) => child::supervise(args).await,
             Command::PartitionActor(args) => partition_actor::run(args).await,
@@ -166,6 +169,7 @@ fn apply_password_file(command: &mut Command, file: &std::path::Path) -> Result<
         Command::Queue(args) => args.urls_mut(),
         Command::Lab(args) => args.urls_mut(),
         Command::Bench(args) => args.urls_mut(),
+        Command::Doctor(args) => args.urls_mut(),
         _ => Vec::new(),
     };
     for url in urls {

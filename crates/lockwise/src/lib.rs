@@ -65,6 +65,7 @@
 
 pub mod backend;
 mod db;
+pub mod doctor;
 pub mod election;
 mod error;
 mod gate;
