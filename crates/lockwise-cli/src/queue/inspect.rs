@@ -5,7 +5,7 @@
 use std::borrow::Cow;
 use std::time::{Duration, SystemTime};
 
-use lockwise::queue::{JobId, JobInfo, JobState, Stats};
+use lockwise::queue::{JobId, JobInfo, JobState, QueueOverview, Stats};
 use serde_json::{Value, json};
 
 use super::conn::{Conn, Store, open};
@@ -49,6 +49,52 @@ pub(super) fn stats_json(queue: &str, s: &Stats) -> Value {
         "queue": queue, "ready": s.ready, "scheduled": s.scheduled, "running": s.running,
         "done": s.done, "dead": s.dead, "cancelled": s.cancelled,
     })
+}
+
+/// `stats` without `--queue`: a line per queue (a JSON object each with `json`), under a
+/// header.
+pub(super) fn overview(all: &[QueueOverview], json: bool) -> String {
+    let age = |s: &Stats| s.oldest_ready.map(|d| d.as_secs_f64());
+    if json {
+        return all
+            .iter()
+            .map(|q| {
+                let mut line = stats_json(&q.queue, &q.stats);
+                line["oldest_ready_secs"] = json!(age(&q.stats));
+                line["done_last_minute"] = json!(q.done_last_minute);
+                line.to_string() + "\n"
+            })
+            .collect();
+    }
+    let mut out = format!(
+        "{:<24} {:>9} {:>9} {:>9} {:>9} {:>9} {:>9} {:>12} {:>9}\n",
+        "QUEUE",
+        "READY",
+        "SCHEDULED",
+        "RUNNING",
+        "DONE",
+        "DEAD",
+        "CANCELLED",
+        "OLDEST READY",
+        "DONE/MIN"
+    );
+    for q in all {
+        let s = &q.stats;
+        let oldest = age(s).map_or_else(|| "-".to_owned(), |secs| format!("{secs:.1}s"));
+        out.push_str(&format!(
+            "{:<24} {:>9} {:>9} {:>9} {:>9} {:>9} {:>9} {:>12} {:>9}\n",
+            q.queue,
+            s.ready,
+            s.scheduled,
+            s.running,
+            s.done,
+            s.dead,
+            s.cancelled,
+            oldest,
+            q.done_last_minute
+        ));
+    }
+    out
 }
 
 /// `stats` as text: one state per line.

@@ -81,10 +81,11 @@ enum QueueCommand {
 struct StatsArgs {
     #[command(flatten)]
     conn: Conn,
-    /// The queue's name
+    /// The queue's name [default: every queue of the store, one line each, with the oldest
+    /// ready job's age and the jobs done in the last minute]
     #[arg(long, value_name = "Q")]
-    queue: String,
-    /// One JSON object on stdout
+    queue: Option<String>,
+    /// One JSON object on stdout (without --queue: one per queue, a line each)
     #[arg(long)]
     json: bool,
 }
@@ -314,19 +315,30 @@ async fn dispatch(command: QueueCommand) -> Result<u8, Failure> {
             };
             exit::print_line(&line, "the job was enqueued")?;
         }
+        QueueCommand::Stats(StatsArgs {
+            conn,
+            queue: None,
+            json,
+        }) => {
+            let queue = open(&conn, "overview", 1, Store::Existing).await?;
+            let all = queue.overview().await?;
+            let text = inspect::overview(&all, json);
+            exit::print_line(text.trim_end(), "nothing was changed")?;
+        }
         QueueCommand::Stats(a) => {
-            let queue = open(&a.conn, &a.queue, 1, Store::Existing).await?;
+            let name = a.queue.as_deref().unwrap_or_default();
+            let queue = open(&a.conn, name, 1, Store::Existing).await?;
             let s = queue.stats().await?;
             let total = s.ready + s.scheduled + s.running + s.done + s.dead + s.cancelled;
             if total == 0 {
                 eprintln!(
                     "lockwise: queue {:?} has no job in any state: it never had one, or all \
                      were pruned (queue names are exact: check --queue)",
-                    a.queue
+                    name
                 );
             }
             let text = if a.json {
-                inspect::stats_json(&a.queue, &s).to_string()
+                inspect::stats_json(name, &s).to_string()
             } else {
                 inspect::stats_text(&s)
             };

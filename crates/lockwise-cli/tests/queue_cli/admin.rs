@@ -265,3 +265,41 @@ pub(super) fn text_output_escapes_control_characters(s: Db) {
         .to_owned();
     assert!(error.contains("bad\u{1b}[2Jthing\nsecond"), "{error:?}");
 }
+
+/// `stats` without `--queue`: a line per queue of the store, with the oldest ready job's age
+/// and the jobs done in the last minute.
+pub(super) fn stats_without_a_queue_lists_every_queue(s: Db) {
+    for q in ["emails", "emails", "reports"] {
+        ok(queue(&s, "enqueue", &["--queue", q, "--payload", "{}"])
+            .output()
+            .unwrap());
+    }
+    ok(
+        queue(&s, "work", &["--queue", "reports", "--once", "--", "true"])
+            .output()
+            .unwrap(),
+    );
+    let lines = json_lines(&ok(queue(&s, "stats", &["--json"]).output().unwrap()));
+    let shown: Vec<(&str, i64, i64, i64, bool)> = lines
+        .iter()
+        .map(|l| {
+            (
+                l["queue"].as_str().unwrap(),
+                l["ready"].as_i64().unwrap(),
+                l["done"].as_i64().unwrap(),
+                l["done_last_minute"].as_i64().unwrap(),
+                l["oldest_ready_secs"].is_number(),
+            )
+        })
+        .collect();
+    assert_eq!(
+        shown,
+        [("emails", 2, 0, 0, true), ("reports", 0, 1, 1, false)],
+        "{lines:?}"
+    );
+    let text = ok(queue(&s, "stats", &[]).output().unwrap());
+    let mut rows = text.lines();
+    assert!(rows.next().unwrap().starts_with("QUEUE"), "{text}");
+    assert!(rows.next().unwrap().starts_with("emails "), "{text}");
+    assert!(rows.next().unwrap().starts_with("reports "), "{text}");
+}

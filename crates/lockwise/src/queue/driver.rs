@@ -93,6 +93,12 @@ pub(crate) trait Driver: std::fmt::Debug + Send + Sync + 'static {
     /// Job counts of one queue by state.
     async fn stats(&self, queue: &str) -> Result<Stats>;
 
+    /// Every queue of the store with a job in any state (or finished counts kept), by name.
+    async fn queues(&self) -> Result<Vec<String>>;
+
+    /// How many jobs of one queue finished done within `since`.
+    async fn done_since(&self, queue: &str, since: Duration) -> Result<i64>;
+
     /// The dead letters of one queue, oldest first.
     async fn dead(&self, queue: &str, limit: i64) -> Result<Vec<JobInfo>>;
 

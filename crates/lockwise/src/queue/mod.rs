@@ -71,7 +71,7 @@ pub use connect::ConnectOptions;
 pub use executor::Executor;
 pub use job::{Job, JobId, MAX_JOB_KEY_LEN, MAX_QUEUE_NAME_LEN, check_queue_name};
 pub use protocol::Protocol;
-pub use values::{Claimed, Enqueued, JobInfo, JobState, Stats};
+pub use values::{Claimed, Enqueued, JobInfo, JobState, QueueOverview, Stats};
 pub use worker::{JobContext, Worker, WorkerReport};
 
 use crate::error::{Error, Result};
@@ -356,6 +356,38 @@ impl Queue {
     /// Cancel safe: it only reads.
     pub async fn stats(&self) -> Result<Stats> {
         self.driver.stats(&self.name).await
+    }
+
+    /// Every queue of this store (whatever this handle's name), by name: its jobs by state
+    /// (as [`stats`](Self::stats)), the oldest ready job's age and the jobs done in the last
+    /// minute. A queue appears while it has a job in any state.
+    ///
+    /// ```no_run
+    /// # async fn demo(queue: lockwise::queue::Queue) -> lockwise::Result<()> {
+    /// for q in queue.overview().await? {
+    ///     println!("{}: {} ready, {} done in the last minute", q.queue, q.stats.ready, q.done_last_minute);
+    /// }
+    /// # Ok(()) }
+    /// ```
+    ///
+    /// # Cancel safety
+    ///
+    /// Cancel safe: it only reads.
+    pub async fn overview(&self) -> Result<Vec<QueueOverview>> {
+        let mut all = Vec::new();
+        for queue in self.driver.queues().await? {
+            let stats = self.driver.stats(&queue).await?;
+            let done_last_minute = self
+                .driver
+                .done_since(&queue, Duration::from_secs(60))
+                .await?;
+            all.push(QueueOverview {
+                queue,
+                stats,
+                done_last_minute,
+            });
+        }
+        Ok(all)
     }
 
     /// The dead letters, oldest first (by when they died), at most `limit`: the same

@@ -56,6 +56,18 @@ pub struct Stats {
     pub oldest_ready: Option<std::time::Duration>,
 }
 
+/// One queue at a glance ([`Queue::overview`](crate::queue::Queue::overview)).
+#[derive(Debug, Clone, PartialEq, Eq)]
+#[non_exhaustive]
+pub struct QueueOverview {
+    /// The queue's name.
+    pub queue: String,
+    /// Its jobs by state, and the oldest ready job's age.
+    pub stats: Stats,
+    /// Jobs that finished done in the last minute: how fast it drains.
+    pub done_last_minute: i64,
+}
+
 impl Stats {
     /// Jobs not finished yet: ready, scheduled or running.
     pub fn unfinished(&self) -> i64 {

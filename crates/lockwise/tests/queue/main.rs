@@ -104,6 +104,7 @@ mod admin;
 mod bulk;
 mod connect;
 mod lifecycle;
+mod overview;
 mod postgres_only;
 mod stopping;
 
@@ -169,4 +170,5 @@ on_both_databases!(
     bulk::concurrent_bulk_enqueues_of_the_same_keys_make_one_job_each,
     bulk::an_acknowledgement_or_a_hand_back_and_a_heartbeat_of_the_same_jobs_never_deadlock,
     admin::keys_and_queue_names_differing_in_case_accent_or_space_are_distinct,
+    overview::the_overview_lists_every_queue_with_its_counts_age_and_pace,
 );

@@ -48,6 +48,8 @@ const HEARTBEAT_OWNED: &str = sql!("heartbeat_owned.sql");
 const HAND_BACK: &str = sql!("hand_back.sql");
 const REAP: &str = sql!("reap.sql");
 const STATS: &str = sql!("stats.sql");
+const QUEUES: &str = sql!("queues.sql");
+const DONE_SINCE: &str = sql!("done_since.sql");
 const RETRY: &str = sql!("retry.sql");
 const DELETE_FINISHED: &str = sql!("delete_finished.sql");
 const DELETE_FINISHED_EVERYWHERE: &str = sql!("delete_finished_everywhere.sql");
@@ -395,6 +397,23 @@ impl Driver for MysqlDriver {
                 .try_get::<Option<i64>, _>("oldest_ready_us")?
                 .map(|us| std::time::Duration::from_micros(us.max(0).unsigned_abs())),
         })
+    }
+
+    async fn queues(&self) -> Result<Vec<String>> {
+        self.migrate().await?;
+        Ok(sqlx::query_scalar(self.sql(QUEUES))
+            .fetch_all(&self.pool)
+            .await?)
+    }
+
+    async fn done_since(&self, queue: &str, since: Duration) -> Result<i64> {
+        self.migrate().await?;
+        let micros = i64::try_from(since.as_micros()).unwrap_or(i64::MAX);
+        Ok(sqlx::query_scalar(self.sql(DONE_SINCE))
+            .bind(queue)
+            .bind(micros)
+            .fetch_one(&self.pool)
+            .await?)
     }
 
     async fn dead(&self, queue: &str, limit: i64) -> Result<Vec<JobInfo>> {

@@ -411,6 +411,22 @@ impl Driver for PgDriver {
         })
     }
 
+    async fn queues(&self) -> Result<Vec<String>> {
+        self.migrate().await?;
+        Ok(sqlx::query_scalar(q(&self.sql.queues))
+            .fetch_all(&self.db)
+            .await?)
+    }
+
+    async fn done_since(&self, queue: &str, since: Duration) -> Result<i64> {
+        self.migrate().await?;
+        Ok(sqlx::query_scalar(q(&self.sql.done_since))
+            .bind(queue)
+            .bind(since.as_secs_f64())
+            .fetch_one(&self.db)
+            .await?)
+    }
+
     async fn dead(&self, queue: &str, limit: i64) -> Result<Vec<JobInfo>> {
         self.migrate().await?;
         let rows = sqlx::query(q(&self.sql.dead))
