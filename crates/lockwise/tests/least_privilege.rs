@@ -79,6 +79,22 @@ async fn everything_works_as(lock_url: &str, queue_url: &str, schema: &str, post
     assert_eq!(report.done, 3);
     let stats = queue.stats().await.unwrap();
     assert_eq!(stats.done, 3, "{stats:?}");
+    // A worker's row among the live workers: written, read and removed with these grants.
+    let stop = CancellationToken::new();
+    let idle = tokio::spawn(
+        Worker::new(queue.clone()).run(|_job| async { Ok::<_, String>(()) }, stop.clone()),
+    );
+    let until = std::time::Instant::now() + Duration::from_secs(10);
+    while queue.workers().await.unwrap().is_empty() {
+        assert!(
+            std::time::Instant::now() < until,
+            "the worker's row never showed"
+        );
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+    stop.cancel();
+    idle.await.unwrap().unwrap();
+    assert!(queue.workers().await.unwrap().is_empty());
     if postgres {
         // The maintenance empties a drained ring segment without the TRUNCATE privilege
         // (through the schema's SECURITY DEFINER function), and nothing else.

@@ -5,7 +5,7 @@
 use std::borrow::Cow;
 use std::time::{Duration, SystemTime};
 
-use lockwise::queue::{JobId, JobInfo, JobState, QueueOverview, Stats};
+use lockwise::queue::{JobId, JobInfo, JobState, QueueOverview, Stats, WorkerInfo};
 use serde_json::{Value, json};
 
 use super::conn::{Conn, Store, open};
@@ -92,6 +92,42 @@ pub(super) fn overview(all: &[QueueOverview], json: bool) -> String {
             s.cancelled,
             oldest,
             q.done_last_minute
+        ));
+    }
+    out
+}
+
+/// `workers`: a line per live worker (a JSON object each with `json`), under a header.
+pub(super) fn workers(all: &[WorkerInfo], json: bool) -> String {
+    if json {
+        return all
+            .iter()
+            .map(|w| {
+                json!({
+                    "id": w.id, "host": w.host, "pid": w.pid, "queues": w.queues,
+                    "concurrency": w.concurrency, "running": w.running,
+                    "started_at": rfc3339(w.started_at),
+                    "last_heartbeat": rfc3339(w.last_heartbeat),
+                })
+                .to_string()
+                    + "\n"
+            })
+            .collect();
+    }
+    let mut out = format!(
+        "{:<32} {:<16} {:>8} {:>7} {:>11}  {:<24} QUEUES\n",
+        "ID", "HOST", "PID", "RUNNING", "CONCURRENCY", "LAST HEARTBEAT"
+    );
+    for w in all {
+        out.push_str(&format!(
+            "{:<32} {:<16} {:>8} {:>7} {:>11}  {:<24} {}\n",
+            w.id,
+            w.host,
+            w.pid,
+            w.running,
+            w.concurrency,
+            rfc3339(w.last_heartbeat),
+            w.queues.join(",")
         ));
     }
     out

@@ -59,6 +59,9 @@ enum QueueCommand {
     Work(WorkArgs),
     /// Count jobs by state: ready, scheduled, running, done, dead, cancelled (creates nothing)
     Stats(StatsArgs),
+    /// List the live workers of the store: host, pid, queues, concurrency, jobs running, last
+    /// heartbeat (creates nothing)
+    Workers(WorkersArgs),
     /// List dead letters, oldest first (creates nothing)
     Dead(DeadArgs),
     /// Show everything stored about one job, of any queue (creates nothing)
@@ -75,6 +78,15 @@ enum QueueCommand {
     Purge(PurgeArgs),
     /// Delete done (and/or cancelled) jobs older than a duration
     Prune(PruneArgs),
+}
+
+#[derive(Debug, clap::Args)]
+struct WorkersArgs {
+    #[command(flatten)]
+    conn: Conn,
+    /// One JSON object per worker, a line each
+    #[arg(long)]
+    json: bool,
 }
 
 #[derive(Debug, clap::Args)]
@@ -323,7 +335,9 @@ async fn dispatch(command: QueueCommand) -> Result<u8, Failure> {
             let queue = open(&conn, "overview", 1, Store::Existing).await?;
             let all = queue.overview().await?;
             let text = inspect::overview(&all, json);
-            exit::print_line(text.trim_end(), "nothing was changed")?;
+            if !text.is_empty() {
+                exit::print_line(text.trim_end(), "nothing was changed")?;
+            }
         }
         QueueCommand::Stats(a) => {
             let name = a.queue.as_deref().unwrap_or_default();
@@ -343,6 +357,14 @@ async fn dispatch(command: QueueCommand) -> Result<u8, Failure> {
                 inspect::stats_text(&s)
             };
             exit::print_line(&text, "nothing was changed")?;
+        }
+        QueueCommand::Workers(a) => {
+            let queue = open(&a.conn, "workers", 1, Store::Existing).await?;
+            let workers = queue.workers().await?;
+            let text = inspect::workers(&workers, a.json);
+            if !text.is_empty() {
+                exit::print_line(text.trim_end(), "nothing was changed")?;
+            }
         }
         QueueCommand::Dead(a) => {
             let queue = open(&a.conn, &a.queue, 1, Store::Existing).await?;
@@ -425,6 +447,7 @@ impl QueueArgs {
             QueueCommand::Enqueue(a) => &mut a.conn,
             QueueCommand::Work(a) => &mut a.conn,
             QueueCommand::Stats(a) => &mut a.conn,
+            QueueCommand::Workers(a) => &mut a.conn,
             QueueCommand::Dead(a) => &mut a.conn,
             QueueCommand::Show(a) => &mut a.conn,
             QueueCommand::List(a) => &mut a.conn,

@@ -303,3 +303,58 @@ pub(super) fn stats_without_a_queue_lists_every_queue(s: Db) {
     assert!(rows.next().unwrap().starts_with("emails "), "{text}");
     assert!(rows.next().unwrap().starts_with("reports "), "{text}");
 }
+
+/// `workers`: a running `queue work` is listed with its host, pid, queues and concurrency, and
+/// drops out when it stops.
+pub(super) fn workers_lists_a_running_worker_until_it_stops(s: Db) {
+    // Like the other read commands, it creates nothing.
+    let never = queue(&s, "workers", &[]).output().unwrap();
+    assert_eq!(never.status.code(), Some(64), "{never:?}");
+    let migrated = Command::new(BIN)
+        .args([
+            "queue",
+            "migrate",
+            "--url",
+            &s.url(),
+            "--schema",
+            s.schema(),
+        ])
+        .output()
+        .unwrap();
+    assert!(migrated.status.success(), "{migrated:?}");
+    let header = ok(queue(&s, "workers", &[]).output().unwrap());
+    assert_eq!(header.lines().count(), 1, "{header}");
+    let mut work = queue(
+        &s,
+        "work",
+        &["--queue", "q", "--queue", "r", "--concurrency", "2"],
+    )
+    .args(["--", "true"])
+    .env("LOCKWISE_LOG", "warn")
+    .spawn()
+    .unwrap();
+    let mut listed = Vec::new();
+    wait_for("the worker's row", Duration::from_secs(10), || {
+        listed = json_lines(&ok(queue(&s, "workers", &["--json"]).output().unwrap()));
+        !listed.is_empty()
+    });
+    let w = &listed[0];
+    assert_eq!(w["pid"], serde_json::json!(work.id()), "{w}");
+    assert_eq!(w["queues"], serde_json::json!(["q", "r"]), "{w}");
+    assert_eq!(w["concurrency"], serde_json::json!(2), "{w}");
+    let text = ok(queue(&s, "workers", &[]).output().unwrap());
+    assert!(
+        text.lines()
+            .nth(1)
+            .unwrap()
+            .contains(&work.id().to_string()),
+        "{text}"
+    );
+    nix::sys::signal::kill(
+        nix::unistd::Pid::from_raw(work.id() as i32),
+        nix::sys::signal::Signal::SIGTERM,
+    )
+    .unwrap();
+    assert!(work.wait().unwrap().success());
+    assert!(json_lines(&ok(queue(&s, "workers", &["--json"]).output().unwrap())).is_empty());
+}

@@ -117,6 +117,7 @@ macro_rules! on_databases {
 on_databases!(
     enqueue_prints_the_id_the_handler_sees,
     stats_without_a_queue_lists_every_queue,
+    workers_lists_a_running_worker_until_it_stops,
     work_cut_off_from_its_database_gives_up_after_the_documented_bound,
     a_created_store_and_an_empty_queue_are_pointed_out,
     a_cancelled_running_job_is_logged_and_counted_as_cancelled,

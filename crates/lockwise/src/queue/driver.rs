@@ -15,7 +15,7 @@ use async_trait::async_trait;
 use tokio::sync::Notify;
 use tokio_util::sync::CancellationToken;
 
-use super::{Claimed, Enqueued, Executor, Job, JobId, JobInfo, JobState, Stats};
+use super::{Claimed, Enqueued, Executor, Job, JobId, JobInfo, JobState, Stats, WorkerInfo};
 use crate::error::Result;
 
 /// One claim: acknowledge `finished` (id, attempt) as done, then claim up to `limit` ready
@@ -42,6 +42,17 @@ pub(crate) struct FailedAttempt<'a> {
 }
 
 /// A queue store on one database. Internal: its methods may change in any release.
+/// What a running worker says about itself in its row (see [`Driver::worker_seen`]).
+#[derive(Debug)]
+pub(crate) struct Presence<'a> {
+    pub(crate) id: &'a str,
+    pub(crate) host: &'a str,
+    pub(crate) pid: i32,
+    pub(crate) queues: &'a [String],
+    pub(crate) concurrency: i32,
+    pub(crate) running: i32,
+}
+
 #[async_trait]
 pub(crate) trait Driver: std::fmt::Debug + Send + Sync + 'static {
     /// Applies the missing migrations, once per process and store.
@@ -98,6 +109,15 @@ pub(crate) trait Driver: std::fmt::Debug + Send + Sync + 'static {
 
     /// How many jobs of one queue finished done within `since`.
     async fn done_since(&self, queue: &str, since: Duration) -> Result<i64>;
+
+    /// Creates or refreshes a running worker's row, alive for `lease` from now.
+    async fn worker_seen(&self, worker: &Presence<'_>, lease: Duration) -> Result<()>;
+
+    /// Removes a stopping worker's row.
+    async fn worker_gone(&self, id: &str) -> Result<()>;
+
+    /// The live workers, longest running first.
+    async fn workers(&self) -> Result<Vec<WorkerInfo>>;
 
     /// The dead letters of one queue, oldest first.
     async fn dead(&self, queue: &str, limit: i64) -> Result<Vec<JobInfo>>;

@@ -71,7 +71,7 @@ pub use connect::ConnectOptions;
 pub use executor::Executor;
 pub use job::{Job, JobId, MAX_JOB_KEY_LEN, MAX_QUEUE_NAME_LEN, check_queue_name};
 pub use protocol::Protocol;
-pub use values::{Claimed, Enqueued, JobInfo, JobState, QueueOverview, Stats};
+pub use values::{Claimed, Enqueued, JobInfo, JobState, QueueOverview, Stats, WorkerInfo};
 pub use worker::{JobContext, Worker, WorkerReport};
 
 use crate::error::{Error, Result};
@@ -356,6 +356,17 @@ impl Queue {
     /// Cancel safe: it only reads.
     pub async fn stats(&self) -> Result<Stats> {
         self.driver.stats(&self.name).await
+    }
+
+    /// The live workers of this store (of every queue), longest running first: each running
+    /// [`Worker`] keeps a row, refreshed every third of its lease and removed when it stops;
+    /// one that died drops out when its lease runs out.
+    ///
+    /// # Cancel safety
+    ///
+    /// Cancel safe: it only reads.
+    pub async fn workers(&self) -> Result<Vec<WorkerInfo>> {
+        self.driver.workers().await
     }
 
     /// Every queue of this store (whatever this handle's name), by name: its jobs by state

@@ -56,6 +56,28 @@ pub struct Stats {
     pub oldest_ready: Option<std::time::Duration>,
 }
 
+/// A live worker ([`Queue::workers`](crate::queue::Queue::workers)).
+#[derive(Debug, Clone, PartialEq, Eq)]
+#[non_exhaustive]
+pub struct WorkerInfo {
+    /// The worker's id (host, process id and a random suffix unless set).
+    pub id: String,
+    /// The machine it runs on.
+    pub host: String,
+    /// Its process id there.
+    pub pid: i32,
+    /// The queues it claims from.
+    pub queues: Vec<String>,
+    /// How many jobs it runs at once.
+    pub concurrency: i32,
+    /// How many it ran at its last heartbeat.
+    pub running: i32,
+    /// When it started.
+    pub started_at: std::time::SystemTime,
+    /// Its last heartbeat.
+    pub last_heartbeat: std::time::SystemTime,
+}
+
 /// One queue at a glance ([`Queue::overview`](crate::queue::Queue::overview)).
 #[derive(Debug, Clone, PartialEq, Eq)]
 #[non_exhaustive]

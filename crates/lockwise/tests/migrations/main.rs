@@ -70,6 +70,10 @@ const PINNED: &[(&str, &str)] = &[
         "46d69efd2cc8e964107cd5c99e915d4bb8e8f2bf909eb9b0636c9afe854e1142",
     ),
     (
+        "postgres/queue/v13.sql",
+        "b0b62f8eab92f95c2ed796dfa4149a3eb345a2408488f9f7c67c9f2140bc6b44",
+    ),
+    (
         "mysql/queue/v1.sql",
         "8366876deabe26f5a38ca21571bba72f778268b983af420828fa8d5da17377ff",
     ),
@@ -84,6 +88,10 @@ const PINNED: &[(&str, &str)] = &[
     (
         "mysql/queue/v4.sql",
         "e13c8283f2548ae6842d669cbd78f6cff98482d0bc47537c38f3b83e918bd5a5",
+    ),
+    (
+        "mysql/queue/v5.sql",
+        "0b0558ca8108d4e52562f3117e80d1d1ca43c387ecc7e6dbd6321c4d538f410d",
     ),
 ];
 

@@ -171,4 +171,5 @@ on_both_databases!(
     bulk::an_acknowledgement_or_a_hand_back_and_a_heartbeat_of_the_same_jobs_never_deadlock,
     admin::keys_and_queue_names_differing_in_case_accent_or_space_are_distinct,
     overview::the_overview_lists_every_queue_with_its_counts_age_and_pace,
+    overview::workers_are_listed_while_they_run_and_drop_out_when_they_stop,
 );

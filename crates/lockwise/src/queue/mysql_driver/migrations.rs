@@ -17,6 +17,7 @@ const V1: &str = sql!("v1.sql");
 const V2: &str = sql!("v2.sql");
 const V3: &str = sql!("v3.sql");
 const V4: &str = sql!("v4.sql");
+const V5: &str = sql!("v5.sql");
 const COLUMN_EXISTS: &str = sql!("column_exists.sql");
 const COLUMN_COLLATION: &str = sql!("column_collation.sql");
 const BINARY_COLLATION: &str = sql!("binary_collation.sql");
@@ -31,7 +32,7 @@ impl MysqlDriver {
     pub(super) async fn apply_migrations(&self, conn: &mut MySqlConnection) -> Result<()> {
         // Up to date (the usual case): one read and no DDL, so that a user without CREATE
         // privileges can open a queue an administrator migrated.
-        if self.is_latest(&mut *conn).await? {
+        if self.is_binary(&mut *conn).await? && self.has_workers_table(&mut *conn).await? {
             return Ok(());
         }
         sqlx::raw_sql(self.sql(V1)).execute(&mut *conn).await?;
@@ -41,7 +42,9 @@ impl MysqlDriver {
                 tracing::info!(version, "queue tables migrated");
             }
         }
-        if !self.is_latest(&mut *conn).await? {
+        let binary_table = self.is_binary(&mut *conn).await?;
+        let workers_table = self.has_workers_table(&mut *conn).await?;
+        if !(binary_table && workers_table) {
             let binary: Option<String> = sqlx::query_scalar(BINARY_COLLATION)
                 .fetch_optional(&mut *conn)
                 .await?;
@@ -52,18 +55,49 @@ impl MysqlDriver {
                      queue names byte for byte",
                 )
             })?;
-            let ddl = self.sql(V4).0.replace("{binary}", &binary);
-            sqlx::raw_sql(AssertSqlSafe(ddl))
-                .execute(&mut *conn)
-                .await?;
-            tracing::info!(version = 4, collation = %binary, "queue tables migrated");
+            if !binary_table {
+                let ddl = self.sql(V4).0.replace("{binary}", &binary);
+                sqlx::raw_sql(AssertSqlSafe(ddl))
+                    .execute(&mut *conn)
+                    .await?;
+                tracing::info!(version = 4, collation = %binary, "queue tables migrated");
+            }
+            if !workers_table {
+                let ddl = self.sql(V5).0.replace("{binary}", &binary);
+                sqlx::raw_sql(AssertSqlSafe(ddl))
+                    .execute(&mut *conn)
+                    .await?;
+                tracing::info!(version = 5, "queue tables migrated");
+            }
         }
         Ok(())
     }
 
-    /// Whether the jobs table has every version: its `queue` column is in one of the
-    /// [`BINARY_COLLATIONS`] (version 4, which comes after the columns of 2 and 3).
+    /// Whether every version is applied: the jobs table in a binary collation (version 4,
+    /// which comes after the columns of 2 and 3) and the workers table (version 5).
     pub(super) async fn is_latest<'e, E>(&self, executor: E) -> Result<bool>
+    where
+        E: sqlx::Executor<'e, Database = sqlx::MySql> + Copy,
+    {
+        Ok(self.is_binary(executor).await? && self.has_workers_table(executor).await?)
+    }
+
+    /// Whether the workers table of version 5 exists.
+    async fn has_workers_table<'e, E>(&self, executor: E) -> Result<bool>
+    where
+        E: sqlx::Executor<'e, Database = sqlx::MySql>,
+    {
+        let n: i64 = sqlx::query_scalar(COLUMN_EXISTS)
+            .bind(&self.workers)
+            .bind("id")
+            .fetch_one(executor)
+            .await?;
+        Ok(n > 0)
+    }
+
+    /// Whether the jobs table is in a binary collation: its `queue` column is in one of the
+    /// [`BINARY_COLLATIONS`] (version 4).
+    async fn is_binary<'e, E>(&self, executor: E) -> Result<bool>
     where
         E: sqlx::Executor<'e, Database = sqlx::MySql>,
     {

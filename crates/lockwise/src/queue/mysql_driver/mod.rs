@@ -12,10 +12,10 @@ use sqlx::{AssertSqlSafe, Connection, Row};
 use tokio::sync::OnceCell;
 
 use super::bulk::{Insert, insert_all, insert_in};
-use super::driver::{ClaimRequest, Driver, FailedAttempt};
+use super::driver::{ClaimRequest, Driver, FailedAttempt, Presence};
 use super::{
-    Claimed, Enqueued, Executor, Job, JobId, JobInfo, JobState, Stats, from_micros, reported_state,
-    utc_errors,
+    Claimed, Enqueued, Executor, Job, JobId, JobInfo, JobState, Stats, WorkerInfo, from_micros,
+    reported_state, utc_errors,
 };
 use crate::error::{Error, Result};
 
@@ -49,6 +49,10 @@ const HAND_BACK: &str = sql!("hand_back.sql");
 const REAP: &str = sql!("reap.sql");
 const STATS: &str = sql!("stats.sql");
 const QUEUES: &str = sql!("queues.sql");
+const WORKER_SEEN: &str = sql!("worker_seen.sql");
+const WORKERS_DEAD: &str = sql!("workers_dead.sql");
+const WORKER_GONE: &str = sql!("worker_gone.sql");
+const WORKERS: &str = sql!("workers.sql");
 const DONE_SINCE: &str = sql!("done_since.sql");
 const RETRY: &str = sql!("retry.sql");
 const DELETE_FINISHED: &str = sql!("delete_finished.sql");
@@ -111,6 +115,8 @@ pub(super) struct MysqlDriver {
     pool: MySqlPool,
     /// `<prefix>_jobs`, validated.
     table: String,
+    /// `<prefix>_workers`: the live workers.
+    workers: String,
     migrated: OnceCell<()>,
     /// `@@auto_increment_increment`, read once.
     id_step: OnceCell<i64>,
@@ -124,6 +130,7 @@ impl MysqlDriver {
         MysqlDriver {
             pool,
             table: format!("{prefix}_jobs"),
+            workers: format!("{prefix}_workers"),
             migrated: OnceCell::new(),
             id_step: OnceCell::new(),
             max_packet: OnceCell::new(),
@@ -132,7 +139,11 @@ impl MysqlDriver {
 
     /// `template` with the table name filled in.
     fn sql(&self, template: &str) -> AssertSqlSafe<String> {
-        AssertSqlSafe(template.replace("{jobs}", &self.table))
+        AssertSqlSafe(
+            template
+                .replace("{jobs}", &self.table)
+                .replace("{workers}", &self.workers),
+        )
     }
 
     /// `template` with the table name and a list of placeholders (`{ids}` or `{pairs}`).
@@ -397,6 +408,52 @@ impl Driver for MysqlDriver {
                 .try_get::<Option<i64>, _>("oldest_ready_us")?
                 .map(|us| std::time::Duration::from_micros(us.max(0).unsigned_abs())),
         })
+    }
+
+    async fn worker_seen(&self, w: &Presence<'_>, lease: Duration) -> Result<()> {
+        let micros = i64::try_from(lease.as_micros()).unwrap_or(i64::MAX);
+        sqlx::query(self.sql(WORKERS_DEAD))
+            .execute(&self.pool)
+            .await?;
+        sqlx::query(self.sql(WORKER_SEEN))
+            .bind(w.id)
+            .bind(w.host)
+            .bind(w.pid)
+            .bind(Value::from(w.queues.to_vec()).to_string())
+            .bind(w.concurrency)
+            .bind(w.running)
+            .bind(micros)
+            .execute(&self.pool)
+            .await?;
+        Ok(())
+    }
+
+    async fn worker_gone(&self, id: &str) -> Result<()> {
+        sqlx::query(self.sql(WORKER_GONE))
+            .bind(id)
+            .execute(&self.pool)
+            .await?;
+        Ok(())
+    }
+
+    async fn workers(&self) -> Result<Vec<WorkerInfo>> {
+        self.migrate().await?;
+        let rows = sqlx::query(self.sql(WORKERS)).fetch_all(&self.pool).await?;
+        rows.iter()
+            .map(|row| {
+                let queues: String = row.try_get("queues")?;
+                Ok(WorkerInfo {
+                    id: row.try_get("id")?,
+                    host: row.try_get("host")?,
+                    pid: row.try_get("pid")?,
+                    queues: serde_json::from_str(&queues).unwrap_or_default(),
+                    concurrency: row.try_get("concurrency")?,
+                    running: row.try_get("running")?,
+                    started_at: from_micros(row.try_get("started_us")?),
+                    last_heartbeat: from_micros(row.try_get("seen_us")?),
+                })
+            })
+            .collect()
     }
 
     async fn queues(&self) -> Result<Vec<String>> {

@@ -32,6 +32,7 @@ pub(super) const MIGRATIONS: &[(i32, &str)] = &[
     (10, include_str!("../../../sql/postgres/queue/v10.sql")),
     (11, include_str!("../../../sql/postgres/queue/v11.sql")),
     (12, include_str!("../../../sql/postgres/queue/v12.sql")),
+    (13, include_str!("../../../sql/postgres/queue/v13.sql")),
 ];
 
 /// The newest migration in [`MIGRATIONS`].

@@ -109,10 +109,10 @@ use crate::db::pg_conn::{ADVISORY_CLASS, Schema};
 use crate::db::pg_pooler::PgDb;
 use crate::error::{Error, Result};
 use crate::queue::bulk::{Insert, insert_all, insert_in};
-use crate::queue::driver::{ClaimRequest, Driver, FailedAttempt};
+use crate::queue::driver::{ClaimRequest, Driver, FailedAttempt, Presence};
 use crate::queue::{
-    Claimed, Enqueued, Executor, Job, JobId, JobInfo, JobState, Stats, from_micros, reported_state,
-    utc_errors,
+    Claimed, Enqueued, Executor, Job, JobId, JobInfo, JobState, Stats, WorkerInfo, from_micros,
+    reported_state, utc_errors,
 };
 
 /// The rings, as baked into their segment DEFAULTs (v4.sql, and v12.sql for leases) and, for
@@ -409,6 +409,49 @@ impl Driver for PgDriver {
                 .try_get::<Option<f64>, _>("oldest_ready_secs")?
                 .map(|s| std::time::Duration::from_secs_f64(s.max(0.0))),
         })
+    }
+
+    async fn worker_seen(&self, w: &Presence<'_>, lease: Duration) -> Result<()> {
+        sqlx::query(q(&self.sql.worker_seen))
+            .bind(w.id)
+            .bind(w.host)
+            .bind(w.pid)
+            .bind(w.queues)
+            .bind(w.concurrency)
+            .bind(w.running)
+            .bind(lease.as_secs_f64())
+            .execute(&self.db)
+            .await?;
+        Ok(())
+    }
+
+    async fn worker_gone(&self, id: &str) -> Result<()> {
+        sqlx::query(q(&self.sql.worker_gone))
+            .bind(id)
+            .execute(&self.db)
+            .await?;
+        Ok(())
+    }
+
+    async fn workers(&self) -> Result<Vec<WorkerInfo>> {
+        self.migrate().await?;
+        let rows = sqlx::query(q(&self.sql.workers))
+            .fetch_all(&self.db)
+            .await?;
+        rows.iter()
+            .map(|row| {
+                Ok(WorkerInfo {
+                    id: row.try_get("id")?,
+                    host: row.try_get("host")?,
+                    pid: row.try_get("pid")?,
+                    queues: row.try_get("queues")?,
+                    concurrency: row.try_get("concurrency")?,
+                    running: row.try_get("running")?,
+                    started_at: from_micros(row.try_get("started_us")?),
+                    last_heartbeat: from_micros(row.try_get("seen_us")?),
+                })
+            })
+            .collect()
     }
 
     async fn queues(&self) -> Result<Vec<String>> {

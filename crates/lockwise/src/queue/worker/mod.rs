@@ -10,6 +10,7 @@ mod execute;
 mod heartbeat;
 mod maintenance;
 mod pace;
+mod presence;
 mod running;
 mod streak;
 mod waiting;
@@ -35,6 +36,7 @@ use execute::{Finished, Limits, execute};
 use heartbeat::{TakenAway, heartbeat};
 use maintenance::{Retention, reaper};
 use pace::SHORT_JOBS_BATCH;
+use presence::{Identity, presence};
 use running::{AbortHandlers, Running};
 use waiting::{hand_back_waiting, start_waiting};
 
@@ -454,6 +456,19 @@ impl Worker {
             store.wake_ups(&names, w, b).await;
         });
         let taken = Arc::new(TakenAway::default());
+        let me = Identity {
+            id: self.id.clone(),
+            host: hostname(),
+            queues: queues.clone(),
+            concurrency: self.concurrency,
+        };
+        tasks.spawn(presence(
+            self.queue.clone(),
+            me,
+            running.clone(),
+            self.lease,
+            background.clone(),
+        ));
         tasks.spawn(heartbeat(
             self.queue.clone(),
             running.clone(),

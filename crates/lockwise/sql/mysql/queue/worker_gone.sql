@@ -1,0 +1,2 @@
+-- A worker that stops removes its row. ? id
+DELETE FROM {workers} WHERE id = ?
