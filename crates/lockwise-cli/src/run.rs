@@ -466,6 +466,14 @@ async fn supervise(
     if stalled {
         return Outcome::Stalled;
     }
+    // The command and its group ended before lockwise looked at its lease: after a freeze,
+    // the supervisor may have stopped the command at the deadline and exited before this
+    // loop saw the lost signal or the decision time. The lease ran out unrenewed.
+    let now = Instant::now();
+    if !stopped && guard.is_lost() && now >= feed.fed() {
+        say_ran_out(guard.key(), now - feed.fed());
+        return Outcome::Stalled;
+    }
     if stopped || guard.is_lost() {
         return Outcome::Lost;
     }
