@@ -221,9 +221,12 @@ fn recording(
     }
 }
 
+/// The lease of the tests' workers.
+const LEASE: Duration = Duration::from_secs(2);
+
 fn worker(q: &Queue, concurrency: usize) -> Worker {
     Worker::new(q.clone())
-        .lease(Duration::from_secs(2))
+        .lease(LEASE)
         .concurrency(concurrency)
         .batch(concurrency)
         .poll_interval(Duration::from_millis(50))
@@ -416,12 +419,22 @@ async fn a_claim_whose_reply_is_lost_costs_no_attempt(db: Db) {
         .enqueue_many((0..JOBS).map(|i| Job::new(json!({ "n": i })).max_attempts(1)))
         .await
         .unwrap();
-    // The claim is one statement on PostgreSQL, run when its parameters arrive (the Bind
-    // message, the first to carry the worker's id); on MariaDB a transaction, applied when
-    // its COMMIT arrives. Every reply is held from the moment that request reached the server.
+    // The claim is one statement on PostgreSQL, run when its parameters arrive (its Bind
+    // message, where the worker's id follows the lease in seconds, each value after its
+    // length: the worker's row among the live workers carries the id too, but not after the
+    // lease); on MariaDB a transaction, applied when its COMMIT arrives. Every reply is held
+    // from the moment that request reached the server.
     let cut_off = worker(&via_proxy, JOBS);
     let after: Vec<u8> = match db {
-        Db::Postgres => cut_off.id().as_bytes().to_vec(),
+        Db::Postgres => {
+            let id = cut_off.id();
+            let mut bind = Vec::new();
+            bind.extend_from_slice(&8_i32.to_be_bytes());
+            bind.extend_from_slice(&LEASE.as_secs_f64().to_be_bytes());
+            bind.extend_from_slice(&i32::try_from(id.len()).unwrap().to_be_bytes());
+            bind.extend_from_slice(id.as_bytes());
+            bind
+        }
         Db::Mariadb => b"\x03COMMIT".to_vec(),
     };
     proxy.hold_replies_after(&after);
