@@ -6,6 +6,7 @@ mod doctor;
 mod duration;
 mod exit;
 mod lab;
+mod locks;
 mod man;
 mod members;
 mod metrics;
@@ -71,6 +72,8 @@ enum Command {
     Lab(lab::LabArgs),
     Bench(bench::BenchArgs),
     Doctor(doctor::DoctorArgs),
+    Locks(locks::LocksArgs),
+    Unlock(locks::UnlockArgs),
     /// Print a shell completion script to stdout, e.g.
     /// `lockwise completions bash > /etc/bash_completion.d/lockwise`
     Completions {
@@ -146,6 +149,8 @@ fn main() -> ExitCode {
             Command::Lab(args) => lab::run(args).await,
             Command::Bench(args) => bench::run(args).await,
             Command::Doctor(args) => doctor::run(args).await,
+            Command::Locks(args) => locks::locks(args).await,
+            Command::Unlock(args) => locks::unlock(args).await,
             Command::LabActor(args) => lab::actor::run(args).await,
             Command::Supervise(args) => child::supervise(args).await,
             Command::PartitionActor(args) => partition_actor::run(args).await,
@@ -170,6 +175,8 @@ fn apply_password_file(command: &mut Command, file: &std::path::Path) -> Result<
         Command::Lab(args) => args.urls_mut(),
         Command::Bench(args) => args.urls_mut(),
         Command::Doctor(args) => args.urls_mut(),
+        Command::Locks(args) => args.urls_mut(),
+        Command::Unlock(args) => args.urls_mut(),
         _ => Vec::new(),
     };
     for url in urls {

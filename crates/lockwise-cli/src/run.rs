@@ -142,6 +142,13 @@ async fn run_checked(args: RunArgs) -> Result<u8, Failure> {
         code: exit::BACKEND,
         message: format!("cannot install signal handlers: {e}"),
     })?;
+    // `lockwise locks` names the holder by its command.
+    let shown: Vec<String> = args
+        .command
+        .iter()
+        .map(|a| a.to_string_lossy().into_owned())
+        .collect();
+    lockwise::backend::name_this_process(&shown.join(" "));
     let (locker, file) = locker(args.url.as_deref()).await?;
     let mut opts = LockOptions::ttl(args.ttl).renew(!args.no_renew);
     let conflict = args.conflict_exit_code.unwrap_or(exit::CONFLICT);
@@ -297,7 +304,7 @@ async fn hold(guard: Guard, signals: &mut Signals) -> Result<u8, Failure> {
 }
 
 /// The locker of `url`, and its file backend if it is one (see [`spawn`]).
-async fn locker(url: Option<&str>) -> Result<(Locker, Option<FileBackend>), Failure> {
+pub(crate) async fn locker(url: Option<&str>) -> Result<(Locker, Option<FileBackend>), Failure> {
     let parsed = match url {
         None => BackendUrl::File(FileBackend::default_dir()?),
         Some(url) => BackendUrl::parse(url)?,
@@ -499,7 +506,9 @@ async fn release(guard: Guard) {
     match guard.release().await {
         Ok(true) => tracing::info!(key, "released"),
         Ok(false) if known_lost => tracing::debug!(key, "release of a lost lock removed nothing"),
-        Ok(false) => eprintln!("lockwise: lock {key:?} had already expired when released"),
+        Ok(false) => eprintln!(
+            "lockwise: lock {key:?} was no longer held when released (it expired, or was broken with `lockwise unlock --force`)"
+        ),
         Err(e) => eprintln!("lockwise: releasing {key:?} failed ({e}); its TTL will expire it"),
     }
 }

@@ -14,6 +14,7 @@ use crate::error::Result;
 use crate::lease::{FencingToken, OwnerToken};
 
 pub use any::AnyBackend;
+pub use inspect::{HeldLock, Holder, name_this_process};
 
 mod any;
 #[cfg(feature = "redis")]
@@ -21,6 +22,7 @@ mod coalesce;
 #[cfg(feature = "etcd")]
 pub mod etcd;
 pub mod file;
+pub(crate) mod inspect;
 pub mod memory;
 #[cfg(feature = "mysql")]
 pub mod mysql;
@@ -96,6 +98,33 @@ pub trait Backend: Send + Sync + std::fmt::Debug + 'static {
     /// [metrics](crate::metrics). `"custom"` unless a backend says otherwise.
     fn kind(&self) -> &'static str {
         "custom"
+    }
+
+    /// The locks held now whose key starts with `prefix` (`""` for all), ordered by key: what
+    /// `lockwise locks` lists. Fields the store cannot tell are `None`.
+    ///
+    /// # Errors
+    ///
+    /// [`Error::InvalidConfig`](crate::Error::InvalidConfig) from a backend that cannot list
+    /// its locks (the default); [`Error::Backend`](crate::Error::Backend) when the server
+    /// fails.
+    async fn held(&self, prefix: &str) -> Result<Vec<HeldLock>> {
+        let _ = prefix;
+        Err(inspect::unsupported("list the locks held", self.kind()))
+    }
+
+    /// Breaks `key`'s lock whoever holds it, an operator's action (`lockwise unlock --force`):
+    /// what was held, or `None` when nothing was (and nothing changed). The next grant's
+    /// fencing token is above the broken holder's, so a fenced resource refuses its writes,
+    /// and the broken holder's guard reports the lock lost at its next check (its loss check
+    /// on a server, its next renewal on memory and file).
+    ///
+    /// # Errors
+    ///
+    /// As [`held`](Self::held).
+    async fn break_lock(&self, key: &str) -> Result<Option<HeldLock>> {
+        let _ = key;
+        Err(inspect::unsupported("break a lock", self.kind()))
     }
 }
 

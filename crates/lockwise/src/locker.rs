@@ -112,6 +112,41 @@ impl Locker {
         &self.backend
     }
 
+    /// The locks held now on this locker's backend whose key starts with `prefix` (`""` for
+    /// all), whoever holds them: key, fencing token, holder, time held, TTL left, waiters.
+    ///
+    /// ```
+    /// # #[tokio::main] async fn main() -> lockwise::Result<()> {
+    /// use std::time::Duration;
+    /// let locker = lockwise::Locker::connect("memory:").await?;
+    /// let opts = lockwise::LockOptions::ttl(Duration::from_secs(30));
+    /// let guard = locker.acquire("orders:42", &opts).await?;
+    /// let held = locker.held("orders:").await?;
+    /// assert_eq!(held[0].key, "orders:42");
+    /// assert_eq!(held[0].token, Some(guard.token()));
+    /// # Ok(()) }
+    /// ```
+    ///
+    /// # Errors
+    ///
+    /// As [`Backend::held`].
+    pub async fn held(&self, prefix: &str) -> Result<Vec<crate::backend::HeldLock>> {
+        self.backend.held(prefix).await
+    }
+
+    /// Breaks `key`'s lock whoever holds it, an operator's action: what was held, or `None`
+    /// when nothing was. The next grant's token is above the broken one, and the broken
+    /// holder's guard reports the lock lost (see [`Backend::break_lock`]).
+    ///
+    /// # Errors
+    ///
+    /// [`Error::InvalidKey`](crate::Error::InvalidKey) for a key no lock could have; otherwise
+    /// as [`Backend::break_lock`].
+    pub async fn break_lock(&self, key: &str) -> Result<Option<crate::backend::HeldLock>> {
+        validate_key(key)?;
+        self.backend.break_lock(key).await
+    }
+
     /// One attempt: `Ok(Some(guard))` when granted, `Ok(None)` when someone else holds the
     /// lock (not an error). With [`LockOptions::fair`] (the default), `Ok(None)` also comes at
     /// once, without a round trip, while another task of this locker holds or waits for the

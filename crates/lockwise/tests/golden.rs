@@ -41,7 +41,9 @@ async fn file_records_have_the_v1_format() {
     assert_eq!(fence, "lockwise-fence 1\n1\n");
     let lease = std::fs::read_to_string(dir.path().join(format!("{stem}.lease"))).unwrap();
     let lines: Vec<&str> = lease.lines().collect();
-    assert_eq!(lines.len(), 5, "{lease}");
+    // Five lines every version reads, then three that `lockwise locks` reads (who holds it),
+    // which a version reading only the first five ignores.
+    assert_eq!(lines.len(), 8, "{lease}");
     assert_eq!(lines[0], "lockwise-lease 1");
     assert_eq!(lines[1], format!("owner {}", guard.owner().to_hex()));
     assert_eq!(lines[2], "fence 1");
@@ -54,6 +56,10 @@ async fn file_records_have_the_v1_format() {
     );
     let boot = std::fs::read_to_string("/proc/sys/kernel/random/boot_id").unwrap();
     assert_eq!(lines[4], format!("boot {}", boot.trim()));
+    assert_eq!(lines[5], format!("key {}", hex::encode("orders:42")));
+    assert!(lines[6].strip_prefix("granted ").unwrap().parse::<u64>().is_ok());
+    let holder: Vec<&str> = lines[7].strip_prefix("holder ").unwrap().split('\t').collect();
+    assert_eq!(holder[1], std::process::id().to_string(), "{lease}");
     assert!(guard.release().await.unwrap());
     assert!(
         !dir.path().join(format!("{stem}.lease")).exists(),

@@ -10,6 +10,7 @@ use lockwise::{Error, Guard, LockOptions, Locker, Retry};
 use tokio::time::{Instant, sleep, timeout};
 
 use super::Harness;
+pub(crate) use super::held_cases::*;
 use crate::flaky::{FlakyBackend, Op};
 
 const MS: Duration = Duration::from_millis(1);

@@ -39,6 +39,7 @@ use async_trait::async_trait;
 use lockwise::Locker;
 
 mod cases;
+mod held_cases;
 
 /// How the suite reaches one backend: fresh clients of one store private to a test, and what
 /// the backend supports.
@@ -129,6 +130,8 @@ macro_rules! __for_each_case {
             a_hung_renewal_does_not_hold_up_the_next,
             many_waiters_each_get_the_lock_in_turn,
             a_waiter_returns_when_the_holders_ttl_runs_out,
+            held_locks_are_listed_with_their_tokens_holders_and_waiters,
+            a_broken_lock_is_lost_by_its_holder_and_granted_above_its_token,
         }
     };
 }

@@ -12,7 +12,7 @@ use async_trait::async_trait;
 use tokio::sync::watch;
 use tokio::time::Instant;
 
-use super::{Attempt, Backend, ReleaseWatch};
+use super::{Attempt, Backend, HeldLock, Holder, ReleaseWatch};
 use crate::error::Result;
 use crate::lease::{FencingToken, OwnerToken};
 
@@ -27,6 +27,8 @@ struct Slot {
     holder: Option<(OwnerToken, Instant)>,
     /// The last fencing token issued; kept after release so tokens never repeat.
     fence: u64,
+    /// When the last grant was made.
+    granted: Instant,
     released: watch::Sender<u64>,
 }
 
@@ -47,6 +49,7 @@ impl MemoryBackend {
         let slot = keys.entry(key.to_owned()).or_insert_with(|| Slot {
             holder: None,
             fence: 0,
+            granted: Instant::now(),
             released: watch::channel(0).0,
         });
         f(slot, Instant::now())
@@ -68,6 +71,7 @@ impl Backend for MemoryBackend {
                 },
                 None => {
                     slot.fence += 1;
+                    slot.granted = now;
                     slot.holder = Some((owner, now + ttl));
                     Attempt::Granted(FencingToken::new(slot.fence))
                 }
@@ -114,5 +118,42 @@ impl Backend for MemoryBackend {
 
     fn kind(&self) -> &'static str {
         "memory"
+    }
+
+    async fn held(&self, prefix: &str) -> Result<Vec<HeldLock>> {
+        let keys = self.keys.lock().unwrap_or_else(PoisonError::into_inner);
+        let now = Instant::now();
+        let mut held: Vec<HeldLock> = keys
+            .iter()
+            .filter(|(key, _)| key.starts_with(prefix))
+            .filter_map(|(key, slot)| Some(slot.described(key, slot.live_holder(now)?.1, now)))
+            .collect();
+        held.sort_by(|a, b| a.key.cmp(&b.key));
+        Ok(held)
+    }
+
+    async fn break_lock(&self, key: &str) -> Result<Option<HeldLock>> {
+        Ok(self.with_slot(key, |slot, now| {
+            let (_, expires) = slot.live_holder(now)?;
+            let broken = slot.described(key, expires, now);
+            slot.holder = None;
+            slot.released.send_modify(|n| *n += 1);
+            Some(broken)
+        }))
+    }
+}
+
+impl Slot {
+    /// The live lease of `key`, which runs out at `expires`.
+    fn described(&self, key: &str, expires: Instant, now: Instant) -> HeldLock {
+        HeldLock {
+            key: key.to_owned(),
+            token: Some(FencingToken::new(self.fence)),
+            holder: Holder::this_process(),
+            held_for: Some(now - self.granted),
+            ttl_left: Some(expires - now),
+            // Each waiter subscribes to the slot's releases.
+            waiters: u64::try_from(self.released.receiver_count()).ok(),
+        }
     }
 }

@@ -29,6 +29,8 @@ use sha2::{Digest, Sha256};
 use sqlx::mysql::{MySqlConnectOptions, MySqlConnection};
 use sqlx::{AssertSqlSafe, ConnectOptions, Connection, Row};
 
+use super::HeldLock;
+use super::inspect::mysql as inspect;
 use super::session::{Granted, SessionLocks, SessionSql, session_backend};
 use crate::error::{Error, Result};
 use crate::lease::{FencingToken, OwnerToken};
@@ -443,13 +445,32 @@ impl SessionSql for GetLock {
         let name = lock_name(full);
         // Waits up to 1 s and gives the lock back in the same statement, so a probe never
         // holds it beyond the statement (no hand-over chain between probes).
-        let got: Option<i64> =
-            sqlx::query_scalar("SELECT CAST(GET_LOCK(?, 1) AS SIGNED), RELEASE_LOCK(?)")
-                .bind(&name)
-                .bind(&name)
-                .fetch_one(conn)
-                .await?;
+        // The name inlined (it is hex), not bound: the statement's text in the process list
+        // then names the lock, which is how `lockwise locks` counts its waiters.
+        let sql = format!("SELECT CAST(GET_LOCK('{name}', 1) AS SIGNED), RELEASE_LOCK('{name}')");
+        let rows = sqlx::raw_sql(AssertSqlSafe(sql)).fetch_all(conn).await?;
+        let got: Option<i64> = match rows.first() {
+            Some(row) => row.try_get(0)?,
+            None => None,
+        };
         Ok(got == Some(1))
+    }
+
+    async fn held(
+        &self,
+        conn: &mut MySqlConnection,
+        prefix: &str,
+        _unnamed: bool,
+    ) -> sqlx::Result<Vec<HeldLock>> {
+        inspect::held(conn, prefix).await
+    }
+
+    async fn break_lock(
+        &self,
+        conn: &mut MySqlConnection,
+        full: &str,
+    ) -> sqlx::Result<Option<HeldLock>> {
+        inspect::break_lock(conn, full, &lock_name(full)).await
     }
 }
 

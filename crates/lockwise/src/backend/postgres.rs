@@ -24,6 +24,8 @@ use async_trait::async_trait;
 use sqlx::postgres::{PgConnectOptions, PgConnection};
 use sqlx::{AssertSqlSafe, ConnectOptions};
 
+use super::HeldLock;
+use super::inspect::postgres as inspect;
 use super::session::{Granted, SessionLocks, SessionSql, session_backend};
 use crate::db::pg_conn::{
     CONNECT_TIMEOUT, DEFAULT_SCHEMA, Schema, advisory_key, connect, connect_options, token_from_db,
@@ -43,6 +45,7 @@ pub struct PostgresBackend {
 struct Advisory {
     options: PgConnectOptions,
     grant_sql: String,
+    schema: Schema,
 }
 
 /// Configures a [`PostgresBackend`].
@@ -109,13 +112,11 @@ impl PostgresBuilder {
             )));
         }
         schema.migrate(&mut first, true).await?;
-        let grant_sql = schema.sql(
-            "SELECT set_config('idle_session_timeout', $3, false), pg_backend_pid(), \
-             CASE WHEN pg_try_advisory_lock($1, $2) THEN nextval('{schema}.fence_seq') END",
-        );
+        let grant_sql = schema.sql(include_str!("../../sql/postgres/locks/grant.sql"));
         let sql = Advisory {
             options,
             grant_sql: grant_sql.0,
+            schema,
         };
         Ok(PostgresBackend {
             locks: SessionLocks::new(sql, shown, self.namespace, first),
@@ -215,6 +216,8 @@ impl SessionSql for Advisory {
                 .bind(class)
                 .bind(half)
                 .bind(lease(ttl))
+                .bind(full)
+                .bind(crate::backend::inspect::this_process_encoded())
                 .fetch_one(conn)
                 .await?;
         Ok(token.map(|token| Granted {
@@ -310,6 +313,23 @@ impl SessionSql for Advisory {
             Err(sqlx::Error::Database(e)) if e.code().as_deref() == Some("55P03") => Ok(false),
             Err(e) => Err(e),
         }
+    }
+
+    async fn held(
+        &self,
+        conn: &mut PgConnection,
+        prefix: &str,
+        unnamed: bool,
+    ) -> sqlx::Result<Vec<HeldLock>> {
+        inspect::held(conn, &self.schema, prefix, unnamed).await
+    }
+
+    async fn break_lock(
+        &self,
+        conn: &mut PgConnection,
+        full: &str,
+    ) -> sqlx::Result<Option<HeldLock>> {
+        inspect::break_lock(conn, &self.schema, full).await
     }
 }
 

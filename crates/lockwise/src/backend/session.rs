@@ -11,7 +11,7 @@ use std::time::Duration;
 use async_trait::async_trait;
 use tokio::sync::watch;
 
-use super::{Attempt, ReleaseWatch};
+use super::{Attempt, HeldLock, ReleaseWatch};
 use crate::error::{Error, Result};
 use crate::lease::{FencingToken, OwnerToken};
 
@@ -68,6 +68,20 @@ pub(crate) trait SessionSql: Send + Sync + 'static {
     /// Waits a bounded time for the lock to be free and gives it back in the same statement:
     /// `Ok(true)` when it was free, `Ok(false)` when still held, `Err` when disconnected.
     async fn wait_free(&self, conn: &mut Self::Conn, full: &str) -> sqlx::Result<bool>;
+
+    /// The locks held now whose full key starts with `prefix` (keys with their namespace);
+    /// with `unnamed`, also those the server holds without telling their key.
+    async fn held(
+        &self,
+        conn: &mut Self::Conn,
+        prefix: &str,
+        unnamed: bool,
+    ) -> sqlx::Result<Vec<HeldLock>>;
+
+    /// Ends the session holding `full`'s lock, and with it the lock: what it held, `None` when
+    /// nothing held it.
+    async fn break_lock(&self, conn: &mut Self::Conn, full: &str)
+    -> sqlx::Result<Option<HeldLock>>;
 }
 
 /// A lock taken by [`SessionSql::grant`].
@@ -135,6 +149,17 @@ macro_rules! session_backend {
 
             fn kind(&self) -> &'static str {
                 $kind
+            }
+
+            async fn held(&self, prefix: &str) -> $crate::Result<Vec<$crate::backend::HeldLock>> {
+                self.locks.held(prefix).await
+            }
+
+            async fn break_lock(
+                &self,
+                key: &str,
+            ) -> $crate::Result<Option<$crate::backend::HeldLock>> {
+                self.locks.break_lock(key).await
             }
         }
     };
@@ -208,6 +233,43 @@ impl<D: SessionSql> SessionLocks<D> {
 
     async fn fresh(&self) -> Result<D::Conn> {
         self.inner.sql.connect(&self.inner.shown).await
+    }
+
+    /// The locks held now whose key starts with `prefix`, asked on a connection of its own.
+    pub(crate) async fn held(&self, prefix: &str) -> Result<Vec<HeldLock>> {
+        let mut conn = self.fresh().await?;
+        let namespace = self.inner.namespace.as_deref();
+        let unnamed = namespace.is_none() && prefix.is_empty();
+        let mut held = self
+            .inner
+            .sql
+            .held(&mut conn, &self.full_key(prefix), unnamed)
+            .await
+            .map_err(|e| self.fail("listing the locks held", e))?;
+        if let Some(ns) = namespace {
+            let ours = format!("{ns}:");
+            for lock in &mut held {
+                if let Some(key) = lock.key.strip_prefix(&ours) {
+                    lock.key = key.to_owned();
+                }
+            }
+        }
+        Ok(held)
+    }
+
+    /// Breaks `key`'s lock by ending its holder's session, on a connection of its own.
+    pub(crate) async fn break_lock(&self, key: &str) -> Result<Option<HeldLock>> {
+        let mut conn = self.fresh().await?;
+        let broken = self
+            .inner
+            .sql
+            .break_lock(&mut conn, &self.full_key(key))
+            .await
+            .map_err(|e| self.fail("breaking a lock", e))?;
+        Ok(broken.map(|lock| HeldLock {
+            key: key.to_owned(),
+            ..lock
+        }))
     }
 
     pub(crate) async fn try_acquire(

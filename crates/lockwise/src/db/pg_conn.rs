@@ -86,7 +86,8 @@ impl Schema {
         let present_sql = self.sql(
             "SELECT to_regclass('{schema}.once') IS NOT NULL \
                AND to_regclass('{schema}.fence_seq') IS NOT NULL \
-               AND to_regprocedure('{schema}.fence(text, bigint)') IS NOT NULL",
+               AND to_regprocedure('{schema}.fence(text, bigint)') IS NOT NULL \
+               AND to_regclass('{schema}.holder') IS NOT NULL",
         );
         if persistent {
             let present: bool = sqlx::query_scalar(AssertSqlSafe(present_sql.0.clone()))

@@ -73,7 +73,7 @@ impl Drop for Leave {
 
 /// The prefix of the waiter keys of lock `key` under `prefix`: `P` `wait/` `K` `\0`. A key has
 /// no control character, so no other key's waiters share it.
-fn waiter_prefix(prefix: &str, key: &str) -> Vec<u8> {
+pub(super) fn waiter_prefix(prefix: &str, key: &str) -> Vec<u8> {
     let mut name = format!("{prefix}wait/{key}").into_bytes();
     name.push(0);
     name

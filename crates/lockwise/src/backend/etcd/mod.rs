@@ -52,6 +52,7 @@ use session::{Gone, Session, Sessions, lease_not_found};
 pub use crate::url::EtcdUrl;
 pub use session::lease_seconds;
 
+mod inspect;
 #[cfg(feature = "lab")]
 mod lab;
 mod line;
@@ -557,6 +558,14 @@ impl Backend for EtcdBackend {
 
     fn kind(&self) -> &'static str {
         "etcd"
+    }
+
+    async fn held(&self, prefix: &str) -> Result<Vec<crate::backend::HeldLock>> {
+        self.held_locks(prefix).await
+    }
+
+    async fn break_lock(&self, key: &str) -> Result<Option<crate::backend::HeldLock>> {
+        self.break_now(key).await
     }
 }
 

@@ -43,24 +43,46 @@ pub(super) fn boot_id() -> &'static str {
     })
 }
 
-/// The content of a `.lease` file.
+/// The content of a `.lease` file: four fields every version reads, then who holds it, for
+/// `lockwise locks` (added later: a version that reads only the first four ignores them, and
+/// a lease written without them still decodes).
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub(super) struct LeaseRecord {
     pub(super) owner: OwnerToken,
     pub(super) fence: u64,
     pub(super) expires: Instant,
     pub(super) boot: String,
+    pub(super) about: Option<About>,
+}
+
+/// Who holds a lease, and since when.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub(super) struct About {
+    /// The lock's key (file names are its hash).
+    pub(super) key: String,
+    pub(super) granted: Instant,
+    /// Host, pid and name, tab-separated ([`Holder::encode`](crate::backend::Holder)).
+    pub(super) holder: String,
 }
 
 impl LeaseRecord {
     pub(super) fn encode(&self) -> String {
-        format!(
+        let mut text = format!(
             "{LEASE_HEADER}\nowner {}\nfence {}\nexpires {}\nboot {}\n",
             self.owner.to_hex(),
             self.fence,
             self.expires.nanos,
             self.boot
-        )
+        );
+        if let Some(about) = &self.about {
+            text.push_str(&format!(
+                "key {}\ngranted {}\nholder {}\n",
+                hex::encode(about.key.as_bytes()),
+                about.granted.nanos,
+                about.holder.replace(['\n', '\r'], " ")
+            ));
+        }
+        text
     }
 
     pub(super) fn decode(text: &str) -> Option<Self> {
@@ -82,6 +104,17 @@ impl LeaseRecord {
                 nanos: field("expires")?.parse().ok()?,
             },
             boot: field("boot")?,
+            about: (|| {
+                let key = String::from_utf8(hex::decode(field("key")?).ok()?).ok()?;
+                let granted = Instant {
+                    nanos: field("granted")?.parse().ok()?,
+                };
+                Some(About {
+                    key,
+                    granted,
+                    holder: field("holder")?,
+                })
+            })(),
         })
     }
 
@@ -154,8 +187,26 @@ mod tests {
             fence: 41,
             expires: Instant { nanos: 123 },
             boot: "b".into(),
+            about: None,
         };
-        assert_eq!(LeaseRecord::decode(&rec.encode()), Some(rec));
+        assert_eq!(LeaseRecord::decode(&rec.encode()), Some(rec.clone()));
+        let about = LeaseRecord {
+            about: Some(About {
+                key: "orders:42 é".into(),
+                granted: Instant { nanos: 100 },
+                holder: "web-1\t42\treport".into(),
+            }),
+            ..rec.clone()
+        };
+        assert_eq!(LeaseRecord::decode(&about.encode()), Some(about.clone()));
+        // What a version without the holder's fields reads: the same lease.
+        let old: String = about
+            .encode()
+            .lines()
+            .take(5)
+            .map(|l| format!("{l}\n"))
+            .collect();
+        assert_eq!(LeaseRecord::decode(&old), Some(rec));
         assert_eq!(LeaseRecord::decode("lockwise-lease 1\nowner zz\n"), None);
         assert_eq!(LeaseRecord::decode(""), None);
     }
@@ -168,6 +219,7 @@ mod tests {
             fence: 1,
             expires: now.plus(Duration::from_secs(60)),
             boot: "another-boot".into(),
+            about: None,
         };
         assert!(!rec.live_at(now));
         let this_boot = LeaseRecord {

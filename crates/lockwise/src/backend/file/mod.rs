@@ -32,6 +32,7 @@
 //! (Acquirers read `.held` files read-only, so their own closes wake nobody.)
 
 mod held;
+mod inspect;
 mod lease_file;
 mod watch;
 
@@ -49,7 +50,7 @@ use sha2::{Digest, Sha256};
 
 use self::held::{HeldFiles, hold, holder_is_dead};
 use self::lease_file::{
-    FENCE_HEADER, Instant, LeaseRecord, boot_id, read_fence, read_lease, replace,
+    About, FENCE_HEADER, Instant, LeaseRecord, boot_id, read_fence, read_lease, replace,
 };
 use super::{Attempt, Backend, ReleaseWatch};
 use crate::error::{Error, Result};
@@ -123,7 +124,11 @@ impl FileBackend {
     }
 
     fn paths(&self, key: &str) -> Paths {
-        let stem = Self::file_stem(key);
+        self.paths_of_stem(&Self::file_stem(key))
+    }
+
+    fn paths_of_stem(&self, stem: &str) -> Paths {
+        let stem = stem.to_owned();
         Paths {
             lock: self.dir.join(format!("{stem}.lock")),
             lease: self.dir.join(format!("{stem}.lease")),
@@ -332,6 +337,11 @@ impl Backend for FileBackend {
                 fence,
                 expires: now.plus(ttl),
                 boot: boot_id().to_owned(),
+                about: Some(About {
+                    key: key.to_owned(),
+                    granted: now,
+                    holder: crate::backend::inspect::this_process_encoded().to_owned(),
+                }),
             };
             replace(p, &p.lease, &lease.encode(), false)?;
             self.held.keep(&p.stem, owner, held);
@@ -397,6 +407,14 @@ impl Backend for FileBackend {
 
     fn kind(&self) -> &'static str {
         "file"
+    }
+
+    async fn held(&self, prefix: &str) -> Result<Vec<crate::backend::HeldLock>> {
+        self.held_leases(prefix).await
+    }
+
+    async fn break_lock(&self, key: &str) -> Result<Option<crate::backend::HeldLock>> {
+        self.break_lease(key).await
     }
 }
 

@@ -8,6 +8,7 @@
 //! |---|---|---|
 //! | `P:{K}` (`K` itself with [`RedisBuilder::plain_protocol`]) | string with PX expiry | the owner token, 32 lowercase hex characters |
 //! | `P:{K}:fence` | integer, no expiry | the last fencing token issued (`INCR`); a partition member lock's is deleted when the member leaves its group |
+//! | `P:{K}:holder` | string with PX expiry | the grant's fencing token, time (Unix ms) and holder (host, pid, name), tab-separated, for [`Backend::held`] |
 //! | `P:{K}:released` | pub/sub channel (sharded on a cluster) | the owner token, published on release when someone listens |
 //!
 //! The braces make `K` (up to its first `}`) the hash tag, so the lock and its counter live in
@@ -40,6 +41,7 @@ mod batch;
 mod conn;
 mod events;
 mod fenced;
+mod inspect;
 #[cfg(feature = "lab")]
 mod lab;
 
@@ -369,6 +371,11 @@ impl RedisBackend {
         format!("{}:fence", lock_name(&self.inner.prefix, key))
     }
 
+    /// The record of who holds `key`'s lock (`<prefix>:{<key>}:holder`; `lua/acquire.lua`).
+    pub(crate) fn holder_name(&self, key: &str) -> String {
+        format!("{}:holder", lock_name(&self.inner.prefix, key))
+    }
+
     /// The pub/sub channel on which releases of `key` are announced (`<prefix>:{<key>}:released`).
     pub fn channel_name(&self, key: &str) -> String {
         format!("{}:released", lock_name(&self.inner.prefix, key))
@@ -575,6 +582,7 @@ impl Backend for RedisBackend {
     async fn extend(&self, key: &str, owner: OwnerToken, ttl: Duration) -> Result<bool> {
         let n: i64 = EXTEND
             .key(self.lock_name(key))
+            .key(self.holder_name(key))
             .arg(owner.to_hex())
             .arg(ttl_millis(ttl))
             .invoke_async(&mut self.conn())
@@ -651,6 +659,14 @@ impl Backend for RedisBackend {
 
     fn kind(&self) -> &'static str {
         "redis"
+    }
+
+    async fn held(&self, prefix: &str) -> Result<Vec<crate::backend::HeldLock>> {
+        self.held_locks(prefix).await
+    }
+
+    async fn break_lock(&self, key: &str) -> Result<Option<crate::backend::HeldLock>> {
+        self.break_now(key).await
     }
 }
 

@@ -150,7 +150,7 @@ impl Worker {
     pub fn new(queue: Queue) -> Self {
         let id = format!(
             "{}-{}-{:04x}",
-            hostname(),
+            crate::backend::inspect::hostname(),
             std::process::id(),
             rand::random::<u16>()
         );
@@ -458,7 +458,7 @@ impl Worker {
         let taken = Arc::new(TakenAway::default());
         let me = Identity {
             id: self.id.clone(),
-            host: hostname(),
+            host: crate::backend::inspect::hostname(),
             queues: queues.clone(),
             concurrency: self.concurrency,
         };
@@ -651,10 +651,4 @@ impl Worker {
         }
         Ok(report)
     }
-}
-
-fn hostname() -> String {
-    std::fs::read_to_string("/proc/sys/kernel/hostname")
-        .map(|h| h.trim().to_owned())
-        .unwrap_or_else(|_| "host".to_owned())
 }
