@@ -57,8 +57,18 @@ async fn file_records_have_the_v1_format() {
     let boot = std::fs::read_to_string("/proc/sys/kernel/random/boot_id").unwrap();
     assert_eq!(lines[4], format!("boot {}", boot.trim()));
     assert_eq!(lines[5], format!("key {}", hex::encode("orders:42")));
-    assert!(lines[6].strip_prefix("granted ").unwrap().parse::<u64>().is_ok());
-    let holder: Vec<&str> = lines[7].strip_prefix("holder ").unwrap().split('\t').collect();
+    assert!(
+        lines[6]
+            .strip_prefix("granted ")
+            .unwrap()
+            .parse::<u64>()
+            .is_ok()
+    );
+    let holder: Vec<&str> = lines[7]
+        .strip_prefix("holder ")
+        .unwrap()
+        .split('\t')
+        .collect();
     assert_eq!(holder[1], std::process::id().to_string(), "{lease}");
     assert!(guard.release().await.unwrap());
     assert!(

@@ -33,6 +33,11 @@ async fn everything_works_as(lock_url: &str, queue_url: &str, schema: &str, post
         .await
         .unwrap()
         .unwrap();
+    // Who holds what, with these grants only.
+    let held = locker.held("report").await.unwrap();
+    assert_eq!(held.len(), 1, "{held:?}");
+    assert_eq!(held[0].key, "report");
+    assert_eq!(held[0].token, Some(guard.token()));
     if postgres {
         let pool = sqlx::PgPool::connect(lock_url).await.unwrap();
         let store = Store::with_schema(pool.clone(), schema).unwrap();
@@ -361,4 +366,85 @@ where
         tokio::time::sleep(Duration::from_millis(50)).await;
     }
     0
+}
+
+/// A schema made before the table of who holds what existed, used by a role that may not
+/// create it: locks are taken all the same, listed without their keys; once an administrator
+/// connects, the table exists with the grants of `fence`, and the role's locks are named.
+#[tokio::test]
+async fn postgres_locks_of_a_schema_older_than_the_holder_table() {
+    let schema = PgSchema::new("privholder");
+    let admin = schema.url().to_owned();
+    let name = schema.name().to_owned();
+    let admin_backend = || {
+        PostgresBackend::builder(admin.as_str())
+            .schema(name.as_str())
+            .connect()
+    };
+    drop(admin_backend().await.unwrap());
+    let role = unique("lw_user").replace('-', "_");
+    sql_now(
+        &admin,
+        &[
+            format!("DROP TABLE \"{name}\".holder"),
+            format!("CREATE ROLE {role} LOGIN"),
+            format!("GRANT USAGE ON SCHEMA {name} TO {role}"),
+            format!(
+                "GRANT SELECT, INSERT, UPDATE, DELETE ON ALL TABLES IN SCHEMA {name} TO {role}"
+            ),
+            format!("GRANT USAGE, UPDATE ON ALL SEQUENCES IN SCHEMA {name} TO {role}"),
+            format!("GRANT EXECUTE ON ALL FUNCTIONS IN SCHEMA {name} TO {role}"),
+        ],
+    );
+    let as_user = admin.replacen("postgres://postgres@", &format!("postgres://{role}@"), 1);
+    let user_locker = || {
+        let (as_user, name) = (as_user.clone(), name.clone());
+        async move {
+            Locker::new(
+                PostgresBackend::builder(as_user.as_str())
+                    .schema(name.as_str())
+                    .connect()
+                    .await
+                    .unwrap(),
+            )
+        }
+    };
+    let opts = LockOptions::ttl(Duration::from_secs(10));
+    let outcome = tokio::spawn({
+        let (admin_backend, user_locker) = (admin_backend(), user_locker());
+        async move {
+            let locker = user_locker.await;
+            let guard = locker.try_acquire("report", &opts).await.unwrap().unwrap();
+            assert!(locker.held("report").await.unwrap().is_empty());
+            let unnamed = locker.held("").await.unwrap();
+            assert!(
+                unnamed
+                    .iter()
+                    .any(|l| l.key.starts_with("<advisory lock") && l.token.is_none()),
+                "{unnamed:?}"
+            );
+            assert!(guard.release().await.unwrap());
+            // The administrator connects: the table is made, with the grants of `fence`.
+            drop(admin_backend.await.unwrap());
+            let locker = Locker::new(
+                PostgresBackend::builder(as_user.as_str())
+                    .schema(name.as_str())
+                    .connect()
+                    .await
+                    .unwrap(),
+            );
+            let guard = locker.try_acquire("report", &opts).await.unwrap().unwrap();
+            let held = locker.held("report").await.unwrap();
+            assert_eq!(held.len(), 1, "{held:?}");
+            assert_eq!(held[0].token, Some(guard.token()));
+            assert!(guard.release().await.unwrap());
+        }
+    })
+    .await;
+    drop(schema);
+    sql_now(
+        &admin,
+        &[format!("DROP OWNED BY {role}"), format!("DROP ROLE {role}")],
+    );
+    outcome.unwrap();
 }

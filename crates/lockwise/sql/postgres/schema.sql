@@ -44,34 +44,3 @@ CREATE TABLE IF NOT EXISTS {schema}.once (
     done_at timestamptz NOT NULL DEFAULT now(),
     PRIMARY KEY (scope, key)
 );
-
--- Who holds each session-scoped lock, for `lockwise locks`: written by the grant, in the same
--- statement. One row per server session (a session holds one lock at a time), telling the
--- truth only while pg_locks shows that session holding that key's advisory lock; a later
--- grant on the session overwrites it. Unlogged: none of it must survive a crash.
-CREATE UNLOGGED TABLE IF NOT EXISTS {schema}.holder (
-    pid    int PRIMARY KEY,
-    key    text NOT NULL,
-    token  bigint NOT NULL,
-    since  timestamptz NOT NULL,
-    lease  interval NOT NULL,
-    holder text NOT NULL
-);
-
--- Privileges: an application user granted what docs/cli.md lists before this table existed
--- keeps taking locks: the table gets the grants of `fence`.
-DO $grants$
-DECLARE
-    grant_row record;
-BEGIN
-    FOR grant_row IN
-        SELECT a.grantee, a.privilege_type
-          FROM pg_class c, aclexplode(c.relacl) a
-         WHERE c.oid = '{schema}.fence'::regclass AND a.grantee <> c.relowner
-    LOOP
-        EXECUTE format('GRANT %s ON {schema}.holder TO %s', grant_row.privilege_type,
-                       CASE grant_row.grantee WHEN 0 THEN 'PUBLIC'
-                            ELSE grant_row.grantee::regrole::text END);
-    END LOOP;
-END
-$grants$;

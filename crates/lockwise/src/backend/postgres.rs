@@ -45,6 +45,8 @@ pub struct PostgresBackend {
 struct Advisory {
     options: PgConnectOptions,
     grant_sql: String,
+    /// Whether the grant writes the session's row of `holder` (the table exists).
+    named: bool,
     schema: Schema,
 }
 
@@ -111,11 +113,19 @@ impl PostgresBuilder {
                  connect to PostgreSQL directly or through a session-mode pool"
             )));
         }
-        schema.migrate(&mut first, true).await?;
-        let grant_sql = schema.sql(include_str!("../../sql/postgres/locks/grant.sql"));
+        let named = schema.migrate(&mut first, true).await?;
+        let grant_sql = if named {
+            schema.sql(include_str!("../../sql/postgres/locks/grant.sql"))
+        } else {
+            schema.sql(
+                "SELECT set_config('idle_session_timeout', $3, false), pg_backend_pid(), \
+                 CASE WHEN pg_try_advisory_lock($1, $2) THEN nextval('{schema}.fence_seq') END",
+            )
+        };
         let sql = Advisory {
             options,
             grant_sql: grant_sql.0,
+            named,
             schema,
         };
         Ok(PostgresBackend {
@@ -171,6 +181,13 @@ fn lease(ttl: Duration) -> String {
 }
 
 impl Advisory {
+    fn holders(&self) -> inspect::Holders<'_> {
+        inspect::Holders {
+            schema: &self.schema,
+            table: self.named,
+        }
+    }
+
     /// Whether the session on `conn` holds the advisory lock of `full`; resets its lease to
     /// `ttl` when given.
     async fn check(
@@ -211,15 +228,16 @@ impl SessionSql for Advisory {
         ttl: Duration,
     ) -> sqlx::Result<Option<Granted>> {
         let (class, half) = advisory_key(full);
-        let (_, session, token): (String, i32, Option<i64>) =
-            sqlx::query_as(AssertSqlSafe(self.grant_sql.clone()))
-                .bind(class)
-                .bind(half)
-                .bind(lease(ttl))
+        let mut grant = sqlx::query_as(AssertSqlSafe(self.grant_sql.clone()))
+            .bind(class)
+            .bind(half)
+            .bind(lease(ttl));
+        if self.named {
+            grant = grant
                 .bind(full)
-                .bind(crate::backend::inspect::this_process_encoded())
-                .fetch_one(conn)
-                .await?;
+                .bind(crate::backend::inspect::this_process_encoded());
+        }
+        let (_, session, token): (String, i32, Option<i64>) = grant.fetch_one(conn).await?;
         Ok(token.map(|token| Granted {
             token: token_from_db(token),
             session: i64::from(session),
@@ -321,7 +339,7 @@ impl SessionSql for Advisory {
         prefix: &str,
         unnamed: bool,
     ) -> sqlx::Result<Vec<HeldLock>> {
-        inspect::held(conn, &self.schema, prefix, unnamed).await
+        inspect::held(conn, &self.holders(), prefix, unnamed).await
     }
 
     async fn break_lock(
@@ -329,7 +347,7 @@ impl SessionSql for Advisory {
         conn: &mut PgConnection,
         full: &str,
     ) -> sqlx::Result<Option<HeldLock>> {
-        inspect::break_lock(conn, &self.schema, full).await
+        inspect::break_lock(conn, &self.holders(), full).await
     }
 }
 

@@ -82,29 +82,34 @@ impl Schema {
     /// `persistent` false (behind a transaction-pooling proxy, see
     /// [`pg_pooler`](super::pg_pooler)) the statements are unnamed, and the read is in the
     /// transaction too.
-    pub(crate) async fn migrate(&self, conn: &mut PgConnection, persistent: bool) -> Result<()> {
+    ///
+    /// Returns whether the table of who holds what (`holder.sql`) exists afterwards: it is
+    /// created apart, and a role that may not create it still takes locks without it.
+    pub(crate) async fn migrate(&self, conn: &mut PgConnection, persistent: bool) -> Result<bool> {
         let present_sql = self.sql(
             "SELECT to_regclass('{schema}.once') IS NOT NULL \
                AND to_regclass('{schema}.fence_seq') IS NOT NULL \
-               AND to_regprocedure('{schema}.fence(text, bigint)') IS NOT NULL \
-               AND to_regclass('{schema}.holder') IS NOT NULL",
+               AND to_regprocedure('{schema}.fence(text, bigint)') IS NOT NULL, \
+             to_regclass('{schema}.holder') IS NOT NULL",
         );
         if persistent {
-            let present: bool = sqlx::query_scalar(AssertSqlSafe(present_sql.0.clone()))
-                .fetch_one(&mut *conn)
-                .await?;
+            let (present, holder): (bool, bool) =
+                sqlx::query_as(AssertSqlSafe(present_sql.0.clone()))
+                    .fetch_one(&mut *conn)
+                    .await?;
             if present {
-                return Ok(());
+                return Ok(holder || self.add_holder(conn, persistent).await);
             }
         }
         let mut tx = conn.begin().await?;
         if !persistent {
-            let present: bool = sqlx::query_scalar(present_sql)
+            let (present, holder): (bool, bool) = sqlx::query_as(present_sql)
                 .persistent(false)
                 .fetch_one(&mut *tx)
                 .await?;
             if present {
-                return tx.commit().await.map_err(Error::from);
+                tx.commit().await?;
+                return Ok(holder || self.add_holder(conn, persistent).await);
             }
         }
         sqlx::query("SELECT pg_advisory_xact_lock($1, 0)")
@@ -115,7 +120,37 @@ impl Schema {
         sqlx::raw_sql(self.sql(include_str!("../../sql/postgres/schema.sql")))
             .execute(&mut *tx)
             .await?;
-        tx.commit().await.map_err(Error::from)
+        tx.commit().await?;
+        Ok(self.add_holder(conn, persistent).await)
+    }
+
+    /// Creates the table of who holds what in a transaction of its own: whether it exists.
+    async fn add_holder(&self, conn: &mut PgConnection, persistent: bool) -> bool {
+        let created = async {
+            let mut tx = conn.begin().await?;
+            sqlx::query("SELECT pg_advisory_xact_lock($1, 0)")
+                .persistent(persistent)
+                .bind(ADVISORY_CLASS)
+                .execute(&mut *tx)
+                .await?;
+            sqlx::raw_sql(self.sql(include_str!("../../sql/postgres/holder.sql")))
+                .execute(&mut *tx)
+                .await?;
+            tx.commit().await
+        };
+        match created.await {
+            Ok(()) => true,
+            Err(error) => {
+                tracing::warn!(
+                    %error,
+                    "cannot create the table of who holds what ({}.holder): locks are taken \
+                     without it, and `lockwise locks` cannot name their keys; connect once as \
+                     a role that may create tables in the schema",
+                    self.quoted
+                );
+                false
+            }
+        }
     }
 }
 

@@ -132,7 +132,7 @@ impl Store {
             .get_or_try_init(|| async {
                 let pooled = self.db.pooled().await?;
                 let mut conn = self.db.pool().acquire().await?;
-                self.schema.migrate(&mut conn, !pooled).await
+                self.schema.migrate(&mut conn, !pooled).await.map(|_| ())
             })
             .await
             .map(|_| ())

@@ -16,7 +16,7 @@ use crate::lease::FencingToken;
 /// their advisory key for a name.
 pub(crate) async fn held(
     conn: &mut PgConnection,
-    schema: &Schema,
+    schema: &Holders<'_>,
     prefix: &str,
     unnamed: bool,
 ) -> sqlx::Result<Vec<HeldLock>> {
@@ -37,7 +37,7 @@ pub(crate) async fn held(
 /// Terminates the session holding `full`'s lock: what it held, or `None` when nothing held it.
 pub(crate) async fn break_lock(
     conn: &mut PgConnection,
-    schema: &Schema,
+    schema: &Holders<'_>,
     full: &str,
 ) -> sqlx::Result<Option<HeldLock>> {
     let (_, half) = advisory_key(full);
@@ -58,13 +58,29 @@ struct Read {
     named: bool,
 }
 
+/// Where the rows of who holds what are: the schema, and whether its `holder` table exists.
+pub(crate) struct Holders<'a> {
+    pub(crate) schema: &'a Schema,
+    pub(crate) table: bool,
+}
+
 async fn read(
     conn: &mut PgConnection,
-    schema: &Schema,
+    holders: &Holders<'_>,
     half: Option<i32>,
     terminate: bool,
 ) -> sqlx::Result<Vec<Read>> {
-    let sql = schema.sql(include_str!("../../../sql/postgres/locks/held.sql"));
+    let mut template = include_str!("../../../sql/postgres/locks/held.sql").to_owned();
+    if !holders.table {
+        // A schema without the table (see sql/postgres/holder.sql): every lock unnamed.
+        template = template.replace(
+            "LEFT JOIN {schema}.holder h ON h.pid = l.pid",
+            "LEFT JOIN (SELECT NULL::int AS pid, NULL::text AS key, NULL::bigint AS token, \
+             NULL::timestamptz AS since, NULL::interval AS lease, NULL::text AS holder) h \
+             ON false",
+        );
+    }
+    let sql = holders.schema.sql(&template);
     let rows = sqlx::query(AssertSqlSafe(sql.0))
         .bind(ADVISORY_CLASS)
         .bind(half)
