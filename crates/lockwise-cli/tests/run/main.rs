@@ -200,6 +200,7 @@ mod cli;
 mod deaths;
 mod holding;
 mod meta;
+mod operator;
 mod terminal;
 #[allow(unused_imports)]
 use basics::*;
@@ -211,6 +212,8 @@ use deaths::*;
 use holding::*;
 #[allow(unused_imports)]
 use meta::*;
+#[allow(unused_imports)]
+use operator::*;
 #[allow(unused_imports)]
 use terminal::*;
 
@@ -250,6 +253,7 @@ macro_rules! on_backends {
 }
 
 on_backends!(
+    locks_lists_the_holder_and_unlock_force_breaks_it,
     a_lock_is_held_without_a_command,
     two_runs_exclude_each_other,
     children_see_increasing_tokens,
