@@ -88,7 +88,7 @@ pub(crate) async fn unlock(args: UnlockArgs) -> u8 {
         let broken = locker.break_lock(&args.key).await?;
         let text = match (&broken, args.json) {
             (_, true) => serde_json::json!({ "broken": broken.as_ref().map(json) }).to_string(),
-            (Some(lock), false) => format!("broken: {}", table(std::slice::from_ref(lock))),
+            (Some(lock), false) => broken_line(lock),
             (None, false) => format!("{:?} was not held: nothing changed", args.key),
         };
         print_line(text.trim_end(), "the lock was broken")
@@ -160,6 +160,20 @@ fn table(held: &[HeldLock]) -> String {
         out.push('\n');
     }
     out
+}
+
+/// `broken: KEY (token T, held by H for D)`, the parts the backend knows.
+fn broken_line(lock: &HeldLock) -> String {
+    let mut about = Vec::new();
+    if let Some(token) = lock.token {
+        about.push(format!("token {}", token.get()));
+    }
+    let mut by = format!("held by {}", holder(lock));
+    if let Some(d) = lock.held_for {
+        let _ = write!(by, " for {:.1}s", d.as_secs_f64());
+    }
+    about.push(by);
+    format!("broken: {} ({})", escaped(&lock.key), about.join(", "))
 }
 
 /// `host pid N name (session S)`, the parts the backend knows.
