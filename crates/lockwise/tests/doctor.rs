@@ -100,13 +100,15 @@ async fn a_sound_postgres_passes_every_check() {
     let schema = PgSchema::new("doctor_sound");
     let options = Options::default().namespace(schema.name());
     let findings = examine(schema.url(), &options).await.unwrap();
-    assert_eq!(findings.len(), 8, "{findings:#?}");
+    assert_eq!(findings.len(), 10, "{findings:#?}");
     // Other tests' sessions come and go on the shared server: only this one's checks.
     for check in [
         "version",
         "synchronous_commit",
         "pooling proxy",
         "grants",
+        "jobs past their lease",
+        "dead tuples",
         "round trip",
     ] {
         assert_eq!(status(&findings, check), Status::Ok, "{findings:#?}");
@@ -159,6 +161,70 @@ async fn a_session_idle_in_a_transaction_with_an_advisory_lock_warns() {
     let findings = examine(&db.url(), &options).await.unwrap();
     let idle = finding(&findings, "idle holders");
     assert!(!idle.reason.contains(&format!("pid {pid}")), "{idle:?}");
+}
+
+#[tokio::test]
+async fn jobs_past_their_lease_and_a_table_full_of_dead_rows_warn() {
+    use lockwise::queue::{ConnectOptions, Job};
+    let schema = PgSchema::new("doctor_queue");
+    let queue = lockwise::queue::connect(
+        schema.url(),
+        ConnectOptions::default().queue("q").schema(schema.name()),
+    )
+    .await
+    .unwrap();
+    queue
+        .enqueue(Job::new(serde_json::json!({})))
+        .await
+        .unwrap();
+    // A worker that claims and is never heard of again.
+    let claimed = queue
+        .protocol()
+        .claim("gone", 1, Duration::from_secs(1), &[])
+        .await
+        .unwrap();
+    assert_eq!(claimed.len(), 1);
+    let options = Options::default()
+        .namespace(schema.name())
+        .stale_after(Duration::from_millis(500));
+    let findings = examine(schema.url(), &options).await.unwrap();
+    let past = finding(&findings, "jobs past their lease");
+    assert_eq!(past.status, Status::Ok, "{past:?}");
+    tokio::time::sleep(Duration::from_millis(1_800)).await;
+    let findings = examine(schema.url(), &options).await.unwrap();
+    let past = finding(&findings, "jobs past their lease");
+    assert_eq!(past.status, Status::Warn, "{past:?}");
+    assert!(past.reason.starts_with("1 job(s)"), "{past:?}");
+    assert_eq!(
+        status(&findings, "dead tuples"),
+        Status::Ok,
+        "{findings:#?}"
+    );
+    // 20,000 dead rows that no autovacuum removes.
+    let table = format!("\"{}\".filler", schema.name());
+    sql_now(
+        schema.url(),
+        &[
+            format!("CREATE TABLE {table} (n int) WITH (autovacuum_enabled = false)"),
+            format!("INSERT INTO {table} SELECT generate_series(1, 20000)"),
+            format!("DELETE FROM {table}"),
+        ],
+    );
+    // The statistics reach pg_stat_user_tables within a second or so.
+    let give_up = std::time::Instant::now() + Duration::from_secs(10);
+    let dead = loop {
+        let findings = examine(schema.url(), &options).await.unwrap();
+        let dead = finding(&findings, "dead tuples").clone();
+        if dead.status != Status::Ok || std::time::Instant::now() > give_up {
+            break dead;
+        }
+        tokio::time::sleep(Duration::from_millis(250)).await;
+    };
+    assert_eq!(dead.status, Status::Warn, "{dead:?}");
+    assert!(
+        dead.reason.contains(".filler has 20000 dead rows"),
+        "{dead:?}"
+    );
 }
 
 #[tokio::test]

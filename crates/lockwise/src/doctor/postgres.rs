@@ -52,6 +52,16 @@ pub(super) async fn examine(url: &str, options: &Options) -> Result<Vec<Finding>
     findings.push(idle_holders(&mut conn, stale).await.map_err(fail)?);
     findings.push(long_transactions(&mut conn, stale).await.map_err(fail)?);
     findings.push(grants(&mut conn, &options.namespace).await.map_err(fail)?);
+    findings.push(
+        jobs_past_lease(&mut conn, &options.namespace, stale)
+            .await
+            .map_err(fail)?,
+    );
+    findings.push(
+        dead_tuples(&mut conn, &options.namespace)
+            .await
+            .map_err(fail)?,
+    );
     findings.extend(timing(&probes, options.ttl));
     let _ = sqlx::Connection::close(conn).await;
     Ok(findings)
@@ -246,4 +256,90 @@ mod tests {
         assert_eq!(server_version(150_018).status, Status::Ok);
         assert_eq!(server_version(150_018).reason, "PostgreSQL 15.18");
     }
+}
+
+/// Dead rows in one table of the schema beyond which the check warns (and beyond a fifth of
+/// its live rows).
+const DEAD_TUPLES: i64 = 10_000;
+
+/// Jobs whose lease ran out more than `stale` seconds ago and that no worker has reaped: every
+/// worker reaps expired leases as it polls, so none runs.
+async fn jobs_past_lease(
+    conn: &mut PgConnection,
+    namespace: &str,
+    stale: f64,
+) -> sqlx::Result<Finding> {
+    let present: bool =
+        sqlx::query_scalar("SELECT to_regclass(quote_ident($1) || '.leases') IS NOT NULL")
+            .bind(namespace)
+            .fetch_one(&mut *conn)
+            .await?;
+    if !present {
+        return Ok(Finding::ok(
+            "jobs past their lease",
+            format!("no queue in the schema {namespace}"),
+        ));
+    }
+    let schema = crate::db::pg_conn::Schema::new(namespace)
+        .map_err(|e| sqlx::Error::Configuration(e.to_string().into()))?;
+    let row = sqlx::query(schema.sql(
+        "SELECT count(*), extract(epoch FROM now() - min(lease_until))::float8 \
+           FROM {schema}.leases WHERE lease_until < now() - make_interval(secs => $1)",
+    ))
+    .bind(stale)
+    .fetch_one(conn)
+    .await?;
+    let (count, oldest): (i64, Option<f64>) = (row.get(0), row.get(1));
+    if count == 0 {
+        return Ok(Finding::ok(
+            "jobs past their lease",
+            "every running job's lease is live, or ran out only lately",
+        ));
+    }
+    Ok(Finding::warn(
+        "jobs past their lease",
+        format!(
+            "{count} job(s) still count as running {:.0}s or more after their lease ran out: \
+             no worker has reaped them, so none runs them again",
+            oldest.unwrap_or(0.0)
+        ),
+        "start a worker (`lockwise queue work`): each reaps expired leases as it polls",
+    ))
+}
+
+/// The table of the schema with the most dead rows: a queue whose vacuum falls behind
+/// claims and scans slower and slower.
+async fn dead_tuples(conn: &mut PgConnection, namespace: &str) -> sqlx::Result<Finding> {
+    let row = sqlx::query(
+        "SELECT relname::text, n_dead_tup, n_live_tup FROM pg_stat_user_tables \
+          WHERE schemaname = $1 ORDER BY n_dead_tup DESC LIMIT 1",
+    )
+    .bind(namespace)
+    .fetch_optional(conn)
+    .await?;
+    let Some(row) = row else {
+        return Ok(Finding::ok(
+            "dead tuples",
+            format!("no table in the schema {namespace}"),
+        ));
+    };
+    let (table, dead, live): (String, i64, i64) = (row.get(0), row.get(1), row.get(2));
+    if dead > DEAD_TUPLES && dead > live / 5 {
+        return Ok(Finding::warn(
+            "dead tuples",
+            format!(
+                "{namespace}.{table} has {dead} dead rows beside {live} live ones: vacuum falls \
+                 behind, and every scan of it reads them"
+            ),
+            format!(
+                "look for long transactions (see xmin horizon), then let autovacuum run more \
+                 often on it: ALTER TABLE {namespace}.{table} SET \
+                 (autovacuum_vacuum_scale_factor = 0.01)"
+            ),
+        ));
+    }
+    Ok(Finding::ok(
+        "dead tuples",
+        format!("at most {dead} dead rows in a table of the schema {namespace} ({table})"),
+    ))
 }
