@@ -73,6 +73,9 @@ pub(crate) async fn locks(args: LocksArgs) -> u8 {
         } else {
             table(&held)
         };
+        if text.is_empty() {
+            return Ok(()); // --json and no lock: no line
+        }
         print_line(text.trim_end(), "the locks were listed")
     };
     match listed.await {

@@ -3,10 +3,11 @@
 -- (an application user on a schema an administrator made), locks are still taken, without
 -- their holders' rows. Idempotent; {schema} as in schema.sql.
 
--- Who holds each session-scoped lock, for `lockwise locks`: written by the grant, in the same
--- statement. One row per server session (a session holds one lock at a time), telling the
--- truth only while pg_locks shows that session holding that key's advisory lock; a later
--- grant on the session overwrites it. Unlogged: none of it must survive a crash.
+-- Who holds each session-scoped lock, for `lockwise locks`: written by the holder's loss check
+-- when it has seen the lock twice (locks/record.sql), so that a grant pays nothing for it. One row
+-- per server session (a session holds one lock at a time), telling the truth only while
+-- pg_locks shows that session holding that key's advisory lock; a later lock of the session
+-- overwrites it. Unlogged: none of it must survive a crash.
 CREATE UNLOGGED TABLE IF NOT EXISTS {schema}.holder (
     pid    int PRIMARY KEY,
     key    text NOT NULL,

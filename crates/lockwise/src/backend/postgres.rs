@@ -26,7 +26,7 @@ use sqlx::{AssertSqlSafe, ConnectOptions};
 
 use super::HeldLock;
 use super::inspect::postgres as inspect;
-use super::session::{Granted, SessionLocks, SessionSql, session_backend};
+use super::session::{Granted, HolderRow, SessionLocks, SessionSql, session_backend};
 use crate::db::pg_conn::{
     CONNECT_TIMEOUT, DEFAULT_SCHEMA, Schema, advisory_key, connect, connect_options, token_from_db,
 };
@@ -45,7 +45,8 @@ pub struct PostgresBackend {
 struct Advisory {
     options: PgConnectOptions,
     grant_sql: String,
-    /// Whether the grant writes the session's row of `holder` (the table exists).
+    record_sql: String,
+    /// Whether the table of who holds what exists (see `sql/postgres/holder.sql`).
     named: bool,
     schema: Schema,
 }
@@ -114,17 +115,15 @@ impl PostgresBuilder {
             )));
         }
         let named = schema.migrate(&mut first, true).await?;
-        let grant_sql = if named {
-            schema.sql(include_str!("../../sql/postgres/locks/grant.sql"))
-        } else {
-            schema.sql(
-                "SELECT set_config('idle_session_timeout', $3, false), pg_backend_pid(), \
-                 CASE WHEN pg_try_advisory_lock($1, $2) THEN nextval('{schema}.fence_seq') END",
-            )
-        };
+        let grant_sql = schema.sql(
+            "SELECT set_config('idle_session_timeout', $3, false), pg_backend_pid(), \
+             CASE WHEN pg_try_advisory_lock($1, $2) THEN nextval('{schema}.fence_seq') END",
+        );
+        let record_sql = schema.sql(include_str!("../../sql/postgres/locks/record.sql"));
         let sql = Advisory {
             options,
             grant_sql: grant_sql.0,
+            record_sql: record_sql.0,
             named,
             schema,
         };
@@ -228,16 +227,13 @@ impl SessionSql for Advisory {
         ttl: Duration,
     ) -> sqlx::Result<Option<Granted>> {
         let (class, half) = advisory_key(full);
-        let mut grant = sqlx::query_as(AssertSqlSafe(self.grant_sql.clone()))
-            .bind(class)
-            .bind(half)
-            .bind(lease(ttl));
-        if self.named {
-            grant = grant
-                .bind(full)
-                .bind(crate::backend::inspect::this_process_encoded());
-        }
-        let (_, session, token): (String, i32, Option<i64>) = grant.fetch_one(conn).await?;
+        let (_, session, token): (String, i32, Option<i64>) =
+            sqlx::query_as(AssertSqlSafe(self.grant_sql.clone()))
+                .bind(class)
+                .bind(half)
+                .bind(lease(ttl))
+                .fetch_one(conn)
+                .await?;
         Ok(token.map(|token| Granted {
             token: token_from_db(token),
             session: i64::from(session),
@@ -331,6 +327,34 @@ impl SessionSql for Advisory {
             Err(sqlx::Error::Database(e)) if e.code().as_deref() == Some("55P03") => Ok(false),
             Err(e) => Err(e),
         }
+    }
+
+    async fn record(&self, conn: &mut PgConnection, rows: &[HolderRow]) -> sqlx::Result<()> {
+        if !self.named {
+            return Ok(());
+        }
+        let secs = |t: std::time::SystemTime| {
+            t.duration_since(std::time::UNIX_EPOCH)
+                .map_or(0.0, |d| d.as_secs_f64())
+        };
+        sqlx::query(AssertSqlSafe(self.record_sql.clone()))
+            .bind(
+                rows.iter()
+                    .map(|r| i32::try_from(r.session).unwrap_or(0))
+                    .collect::<Vec<_>>(),
+            )
+            .bind(rows.iter().map(|r| r.full.as_str()).collect::<Vec<_>>())
+            .bind(
+                rows.iter()
+                    .map(|r| i64::try_from(r.token).unwrap_or(i64::MAX))
+                    .collect::<Vec<_>>(),
+            )
+            .bind(rows.iter().map(|r| secs(r.since)).collect::<Vec<_>>())
+            .bind(rows.iter().map(|r| r.ttl.as_secs_f64()).collect::<Vec<_>>())
+            .bind(crate::backend::inspect::this_process_encoded())
+            .execute(conn)
+            .await?;
+        Ok(())
     }
 
     async fn held(

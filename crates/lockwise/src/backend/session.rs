@@ -78,10 +78,31 @@ pub(crate) trait SessionSql: Send + Sync + 'static {
         unnamed: bool,
     ) -> sqlx::Result<Vec<HeldLock>>;
 
+    /// Writes who holds these locks, for [`held`](Self::held), on the loss check's connection:
+    /// each lock once, at its second loss check, so that a grant pays nothing for it and a lock
+    /// held for less than one check's interval costs no write (it is listed without its key).
+    /// Default: nothing.
+    async fn record(&self, conn: &mut Self::Conn, rows: &[HolderRow]) -> sqlx::Result<()> {
+        let _ = (conn, rows);
+        Ok(())
+    }
+
     /// Ends the session holding `full`'s lock, and with it the lock: what it held, `None` when
     /// nothing held it.
     async fn break_lock(&self, conn: &mut Self::Conn, full: &str)
     -> sqlx::Result<Option<HeldLock>>;
+}
+
+/// Who holds a lock, as [`SessionSql::record`] writes it.
+#[derive(Debug, Clone)]
+pub(crate) struct HolderRow {
+    /// The lock's key, with the namespace.
+    pub(crate) full: String,
+    pub(crate) session: i64,
+    pub(crate) token: u64,
+    /// When it was granted (this machine's clock).
+    pub(crate) since: std::time::SystemTime,
+    pub(crate) ttl: Duration,
 }
 
 /// A lock taken by [`SessionSql::grant`].
@@ -301,7 +322,14 @@ impl<D: SessionSql> SessionLocks<D> {
         };
         // An unusable token drops the connection: its session ends, and the lock with it.
         let token = granted.token?;
-        self.inner.sessions.hold(owner, key, granted.session, conn);
+        let row = HolderRow {
+            full,
+            session: granted.session,
+            token: token.get(),
+            since: std::time::SystemTime::now(),
+            ttl,
+        };
+        self.inner.sessions.hold(owner, key, row, conn);
         Ok(Attempt::Granted(token))
     }
 
@@ -381,7 +409,20 @@ impl<D: SessionSql> SessionLocks<D> {
                 .held_by(&mut conn, &asked)
                 .await
                 .map_err(|e| self.fail("ownership check", e))?;
-            *checker = Some(conn);
+            let rows = self
+                .inner
+                .sessions
+                .unrecorded(leases.iter().map(|(_, owner)| *owner));
+            let recorded = rows.is_empty() || {
+                let written = self.inner.sql.record(&mut conn, &rows).await;
+                if let Err(error) = &written {
+                    tracing::debug!(%error, "writing who holds the locks failed");
+                }
+                written.is_ok()
+            };
+            if recorded {
+                *checker = Some(conn);
+            }
             answers
         };
         // A lease without a session here was released or lost already.
@@ -448,6 +489,8 @@ struct Held<C> {
     /// The server's id of the session.
     session: i64,
     conn: Shared<C>,
+    /// Who holds it, until the loss check has written it; whether a check has seen it.
+    unrecorded: Option<(HolderRow, bool)>,
 }
 
 impl<C> Default for Sessions<C> {
@@ -460,8 +503,8 @@ impl<C> Default for Sessions<C> {
 }
 
 impl<C> Sessions<C> {
-    /// Records the connection (server session `session`) that holds `key` for `owner`.
-    pub(crate) fn hold(&self, owner: OwnerToken, key: &str, session: i64, conn: C) {
+    /// Records the connection (server session `row.session`) that holds `key` for `owner`.
+    pub(crate) fn hold(&self, owner: OwnerToken, key: &str, row: HolderRow, conn: C) {
         let conn = Arc::new(tokio::sync::Mutex::new(conn));
         self.held
             .lock()
@@ -470,10 +513,30 @@ impl<C> Sessions<C> {
                 owner,
                 Held {
                     key: key.to_owned(),
-                    session,
+                    session: row.session,
                     conn,
+                    unrecorded: Some((row, false)),
                 },
             );
+    }
+
+    /// Who holds the locks of `owners` that a loss check saw before and none has written yet
+    /// (taken: a failed write leaves them unnamed); the others are marked seen. So a lock held
+    /// for less than one check's interval costs no write.
+    pub(crate) fn unrecorded(&self, owners: impl Iterator<Item = OwnerToken>) -> Vec<HolderRow> {
+        let mut held = self.held.lock().unwrap_or_else(PoisonError::into_inner);
+        owners
+            .filter_map(|owner| {
+                let pending = &mut held.get_mut(&owner)?.unrecorded;
+                match pending {
+                    Some((_, seen)) if !*seen => {
+                        *seen = true;
+                        None
+                    }
+                    _ => pending.take().map(|(row, _)| row),
+                }
+            })
+            .collect()
     }
 
     /// The connection holding `key` for `owner`, if any.

@@ -245,19 +245,6 @@ async fn grants(conn: &mut PgConnection, namespace: &str) -> sqlx::Result<Findin
     ))
 }
 
-#[cfg(test)]
-mod tests {
-    use super::*;
-    use crate::doctor::Status;
-
-    #[test]
-    fn a_server_before_14_warns() {
-        assert_eq!(server_version(130_011).status, Status::Warn);
-        assert_eq!(server_version(150_018).status, Status::Ok);
-        assert_eq!(server_version(150_018).reason, "PostgreSQL 15.18");
-    }
-}
-
 /// Dead rows in one table of the schema beyond which the check warns (and beyond a fifth of
 /// its live rows).
 const DEAD_TUPLES: i64 = 10_000;
@@ -342,4 +329,17 @@ async fn dead_tuples(conn: &mut PgConnection, namespace: &str) -> sqlx::Result<F
         "dead tuples",
         format!("at most {dead} dead rows in a table of the schema {namespace} ({table})"),
     ))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::doctor::Status;
+
+    #[test]
+    fn a_server_before_14_warns() {
+        assert_eq!(server_version(130_011).status, Status::Warn);
+        assert_eq!(server_version(150_018).status, Status::Ok);
+        assert_eq!(server_version(150_018).reason, "PostgreSQL 15.18");
+    }
 }

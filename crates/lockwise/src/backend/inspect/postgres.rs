@@ -1,5 +1,5 @@
 //! Who holds what on PostgreSQL: `pg_locks` in lockwise's advisory class, joined with the
-//! `holder` rows the grants write and with `pg_stat_activity` (`sql/postgres/locks/held.sql`).
+//! `holder` rows the loss checks write and with `pg_stat_activity` (`sql/postgres/locks/held.sql`).
 //! Breaking a lock terminates its holder's session, which frees the lock at once.
 
 use std::time::Duration;

@@ -46,15 +46,12 @@ impl Batch for Grants {
     async fn send(&self, calls: &[Grant]) -> Result<Vec<Granted>> {
         let backend = &self.0;
         let mut invocation = ACQUIRE.prepare_invoke();
-        let holder = crate::backend::inspect::this_process_encoded();
         for call in calls {
             invocation
                 .key(backend.lock_name(&call.key))
                 .key(backend.fence_name(&call.key))
-                .key(backend.holder_name(&call.key))
                 .arg(call.owner.to_hex())
-                .arg(ttl_millis(call.ttl))
-                .arg(holder);
+                .arg(ttl_millis(call.ttl));
         }
         let flat: Vec<i64> = invocation
             .invoke_async(&mut backend.conn())

@@ -1,9 +1,14 @@
 //! Who holds what on Redis: the lock keys under the prefix, each read with its fencing
 //! counter, holder record and waiters in one script call (`lua/inspect.lua`); and breaking a
 //! lock (`lua/break.lua`).
+//!
+//! The holder records are written by the loss check, when it sees a lock for the second time
+//! (`lua/record.lua`), not by the grant: a grant only notes them in this process's memory, and
+//! a lock held for less than the check's interval costs no write.
 
-use std::sync::LazyLock;
-use std::time::Duration;
+use std::collections::HashMap;
+use std::sync::{LazyLock, Mutex, PoisonError};
+use std::time::{Duration, SystemTime};
 
 use futures_util::{StreamExt, TryStreamExt};
 use redis::Script;
@@ -11,12 +16,60 @@ use redis::Script;
 use super::{RedisBackend, Target};
 use crate::backend::inspect::{HeldLock, Holder};
 use crate::error::{Error, Result};
-use crate::lease::FencingToken;
+use crate::lease::{FencingToken, OwnerToken};
 
 static INSPECT: LazyLock<Script> =
     LazyLock::new(|| Script::new(include_str!("../../../lua/inspect.lua")));
 static BREAK: LazyLock<Script> =
     LazyLock::new(|| Script::new(include_str!("../../../lua/break.lua")));
+static RECORD: LazyLock<Script> =
+    LazyLock::new(|| Script::new(include_str!("../../../lua/record.lua")));
+
+/// The most grants noted and not yet recorded: beyond it (a locker whose loss check is off,
+/// holding very many locks), grants go unnamed rather than use more memory.
+const MOST_UNRECORDED: usize = 100_000;
+
+/// Grants whose holder record is not written yet, by owner token: their key and record, and
+/// whether a loss check has seen them.
+#[derive(Default)]
+pub(super) struct Unrecorded(Mutex<HashMap<OwnerToken, (String, String, bool)>>);
+
+impl Unrecorded {
+    /// Notes a grant: its key, and its record (token, time, holder).
+    pub(super) fn granted(&self, key: &str, owner: OwnerToken, token: u64) {
+        let at = SystemTime::now()
+            .duration_since(SystemTime::UNIX_EPOCH)
+            .map_or(0, |d| d.as_millis());
+        let record = format!(
+            "{token}\t{at}\t{}",
+            crate::backend::inspect::this_process_encoded()
+        );
+        let mut map = self.0.lock().unwrap_or_else(PoisonError::into_inner);
+        if map.len() < MOST_UNRECORDED {
+            map.insert(owner, (key.to_owned(), record, false));
+        }
+    }
+
+    /// Forgets a grant given back.
+    pub(super) fn forget(&self, owner: OwnerToken) {
+        self.0
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+            .remove(&owner);
+    }
+
+    /// The key and record of `owner`'s grant if a loss check saw it before (taken); marks it
+    /// seen otherwise. So a lock held for less than one check's interval costs no write.
+    fn take(&self, owner: OwnerToken) -> Option<(String, String)> {
+        let mut map = self.0.lock().unwrap_or_else(PoisonError::into_inner);
+        let entry = map.get_mut(&owner)?;
+        if !entry.2 {
+            entry.2 = true;
+            return None;
+        }
+        map.remove(&owner).map(|(key, record, _)| (key, record))
+    }
+}
 
 /// How many locks are read at once.
 const AT_ONCE: usize = 32;
@@ -28,6 +81,35 @@ const SCAN_COUNT: usize = 1_000;
 type Read = Option<(i64, Option<String>, Option<String>, i64)>;
 
 impl RedisBackend {
+    /// The record of who holds `key`'s lock (`<prefix>:{<key>}:holder`).
+    pub(crate) fn holder_name(&self, key: &str) -> String {
+        format!("{}:holder", super::lock_name(&self.inner.prefix, key))
+    }
+
+    /// Writes the holder records of the leases the loss check found `held` and had not seen
+    /// before. A failure leaves them unnamed; the check's answer stands either way.
+    pub(super) async fn record(&self, leases: &[(&str, OwnerToken)], held: &[bool]) {
+        let writes = leases
+            .iter()
+            .zip(held)
+            .filter(|(_, held)| **held)
+            .filter_map(|((_, owner), _)| Some((*owner, self.inner.unrecorded.take(*owner)?)))
+            .map(|(owner, (key, record))| async move {
+                RECORD
+                    .key(self.lock_name(&key))
+                    .key(self.holder_name(&key))
+                    .arg(owner.to_hex())
+                    .arg(record)
+                    .invoke_async::<i64>(&mut self.conn())
+                    .await
+            });
+        for written in futures_util::future::join_all(writes).await {
+            if let Err(error) = written {
+                tracing::debug!(%error, "writing who holds a lock failed");
+            }
+        }
+    }
+
     pub(super) async fn held_locks(&self, prefix: &str) -> Result<Vec<HeldLock>> {
         if self.inner.plain {
             return Err(Error::config(

@@ -8,7 +8,7 @@
 //! |---|---|---|
 //! | `P:{K}` (`K` itself with [`RedisBuilder::plain_protocol`]) | string with PX expiry | the owner token, 32 lowercase hex characters |
 //! | `P:{K}:fence` | integer, no expiry | the last fencing token issued (`INCR`); a partition member lock's is deleted when the member leaves its group |
-//! | `P:{K}:holder` | string with PX expiry | the grant's fencing token, time (Unix ms) and holder (host, pid, name), tab-separated, for [`Backend::held`] |
+//! | `P:{K}:holder` | string with the lock's expiry | the grant's fencing token, time (Unix ms) and holder (host, pid, name), tab-separated, for [`Backend::held`]; written by the holder's loss check (`inspect.rs`) |
 //! | `P:{K}:released` | pub/sub channel (sharded on a cluster) | the owner token, published on release when someone listens |
 //!
 //! The braces make `K` (up to its first `}`) the hash tag, so the lock and its counter live in
@@ -83,6 +83,8 @@ struct Inner {
     /// Grants and releases of concurrent tasks, sent together.
     grants: Coalescer<Grants>,
     releases: Coalescer<Releases>,
+    /// Grants whose holder record the loss check has not written yet.
+    unrecorded: inspect::Unrecorded,
 }
 
 /// Where commands go: one server, the primary a group of sentinels names, or a cluster.
@@ -295,6 +297,7 @@ impl RedisBuilder {
                 events: tokio::sync::Mutex::new(EventsState::NotYet),
                 grants: Coalescer::new(lanes, batch::MOST),
                 releases: Coalescer::new(lanes, batch::MOST),
+                unrecorded: inspect::Unrecorded::default(),
             }),
         })
     }
@@ -369,11 +372,6 @@ impl RedisBackend {
     /// The Redis name of the fencing counter for `key` (`<prefix>:{<key>}:fence`).
     pub fn fence_name(&self, key: &str) -> String {
         format!("{}:fence", lock_name(&self.inner.prefix, key))
-    }
-
-    /// The record of who holds `key`'s lock (`<prefix>:{<key>}:holder`; `lua/acquire.lua`).
-    pub(crate) fn holder_name(&self, key: &str) -> String {
-        format!("{}:holder", lock_name(&self.inner.prefix, key))
     }
 
     /// The pub/sub channel on which releases of `key` are announced (`<prefix>:{<key>}:released`).
@@ -571,6 +569,7 @@ impl Backend for RedisBackend {
                     format!("fencing counter {n} is not a positive integer"),
                 )
             })?;
+            self.inner.unrecorded.granted(key, owner, fence);
             Ok(Attempt::Granted(FencingToken::new(fence)))
         } else {
             // PTTL: -2 = gone since, -1 = no expiry (someone else's key): retry soon either way.
@@ -595,6 +594,7 @@ impl Backend for RedisBackend {
     }
 
     async fn release(&self, key: &str, owner: OwnerToken) -> Result<bool> {
+        self.inner.unrecorded.forget(owner);
         let call = Release {
             key: key.to_owned(),
             owner,
@@ -621,7 +621,9 @@ impl Backend for RedisBackend {
         if let Target::Cluster { .. } = self.inner.target {
             // Keys on several masters: one GET each, all at once.
             let reads = leases.iter().map(|(key, owner)| self.holds(key, *owner));
-            return futures_util::future::try_join_all(reads).await;
+            let held = futures_util::future::try_join_all(reads).await?;
+            self.record(leases, &held).await;
+            return Ok(held);
         }
         // A pipeline, not MGET: one round trip whatever slot each key hashes to.
         let mut pipe = redis::pipe();
@@ -632,11 +634,13 @@ impl Backend for RedisBackend {
             .query_async(&mut self.conn())
             .await
             .map_err(|e| self.fail("ownership check", e))?;
-        Ok(leases
+        let held: Vec<bool> = leases
             .iter()
             .zip(current)
             .map(|((_, owner), c)| c.is_some_and(|c| c == owner.to_hex()))
-            .collect())
+            .collect();
+        self.record(leases, &held).await;
+        Ok(held)
     }
 
     fn loss_check_every(&self) -> Option<Duration> {

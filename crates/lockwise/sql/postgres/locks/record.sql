@@ -1,0 +1,18 @@
+-- Writes who holds each session-scoped lock (`lockwise locks`), one row per holding session,
+-- for the locks a locker's loss check saw for the second time: the grant itself writes
+-- nothing. A row tells the truth only while pg_locks shows its session holding the advisory
+-- lock its key hashes to (held.sql checks).
+--
+-- $1  the sessions (int4[])
+-- $2  the keys, with their namespace (text[])
+-- $3  the fencing tokens (int8[])
+-- $4  when they were granted, Unix seconds (float8[])
+-- $5  the TTLs, seconds (float8[])
+-- $6  who holds them: host, pid and name, tab-separated (text)
+INSERT INTO {schema}.holder AS h (pid, key, token, since, lease, holder)
+SELECT pid, key, token, to_timestamp(since), make_interval(secs => ttl), $6
+  FROM unnest($1::int4[], $2::text[], $3::int8[], $4::float8[], $5::float8[])
+       AS r (pid, key, token, since, ttl)
+ON CONFLICT (pid) DO UPDATE
+    SET key = EXCLUDED.key, token = EXCLUDED.token, since = EXCLUDED.since,
+        lease = EXCLUDED.lease, holder = EXCLUDED.holder
