@@ -29,24 +29,42 @@ static RECORD: LazyLock<Script> =
 /// holding very many locks), grants go unnamed rather than use more memory.
 const MOST_UNRECORDED: usize = 100_000;
 
-/// Grants whose holder record is not written yet, by owner token: their key and record, and
-/// whether a loss check has seen them.
+/// Grants whose holder record is not written yet, by owner token.
 #[derive(Default)]
-pub(super) struct Unrecorded(Mutex<HashMap<OwnerToken, (String, String, bool)>>);
+pub(super) struct Unrecorded(Mutex<HashMap<OwnerToken, Grant>>);
 
-impl Unrecorded {
-    /// Notes a grant: its key, and its record (token, time, holder).
-    pub(super) fn granted(&self, key: &str, owner: OwnerToken, token: u64) {
-        let at = SystemTime::now()
+/// A grant noted: its key, token and time, and whether a loss check has seen it.
+struct Grant {
+    key: String,
+    token: u64,
+    at: SystemTime,
+    seen: bool,
+}
+
+impl Grant {
+    /// Its holder record: token, time (Unix ms) and holder, tab-separated.
+    fn record(&self) -> String {
+        let at = self
+            .at
             .duration_since(SystemTime::UNIX_EPOCH)
             .map_or(0, |d| d.as_millis());
-        let record = format!(
-            "{token}\t{at}\t{}",
-            crate::backend::inspect::this_process_encoded()
-        );
+        let holder = crate::backend::inspect::this_process_encoded();
+        format!("{}\t{at}\t{holder}", self.token)
+    }
+}
+
+impl Unrecorded {
+    /// Notes a grant.
+    pub(super) fn granted(&self, key: &str, owner: OwnerToken, token: u64) {
+        let grant = Grant {
+            key: key.to_owned(),
+            token,
+            at: SystemTime::now(),
+            seen: false,
+        };
         let mut map = self.0.lock().unwrap_or_else(PoisonError::into_inner);
         if map.len() < MOST_UNRECORDED {
-            map.insert(owner, (key.to_owned(), record, false));
+            map.insert(owner, grant);
         }
     }
 
@@ -62,12 +80,14 @@ impl Unrecorded {
     /// seen otherwise. So a lock held for less than one check's interval costs no write.
     fn take(&self, owner: OwnerToken) -> Option<(String, String)> {
         let mut map = self.0.lock().unwrap_or_else(PoisonError::into_inner);
-        let entry = map.get_mut(&owner)?;
-        if !entry.2 {
-            entry.2 = true;
+        let grant = map.get_mut(&owner)?;
+        if !grant.seen {
+            grant.seen = true;
             return None;
         }
-        map.remove(&owner).map(|(key, record, _)| (key, record))
+        let grant = map.remove(&owner)?;
+        let record = grant.record();
+        Some((grant.key, record))
     }
 }
 
