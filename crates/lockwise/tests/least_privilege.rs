@@ -15,6 +15,16 @@ use lockwise::{LockOptions, Locker};
 use lockwise_testkit::{PgSchema, TestDatabase, sql_now, unique};
 use tokio_util::sync::CancellationToken;
 
+/// The PostgreSQL grants documented in docs/cli.md, word for word, on `schema` to `role`.
+fn documented_grants(schema: &str, role: &str) -> [String; 4] {
+    [
+        format!("GRANT USAGE ON SCHEMA {schema} TO {role}"),
+        format!("GRANT SELECT, INSERT, UPDATE, DELETE ON ALL TABLES IN SCHEMA {schema} TO {role}"),
+        format!("GRANT USAGE, UPDATE ON ALL SEQUENCES IN SCHEMA {schema} TO {role}"),
+        format!("GRANT EXECUTE ON ALL FUNCTIONS IN SCHEMA {schema} TO {role}"),
+    ]
+}
+
 /// The locks held under `prefix` once one is listed (PostgreSQL names a lock when its
 /// holder's loss check has seen it twice), or after 2 s.
 async fn listed(locker: &Locker, prefix: &str) -> Vec<lockwise::backend::HeldLock> {
@@ -41,15 +51,17 @@ async fn everything_works_as(lock_url: &str, queue_url: &str, schema: &str, post
     } else {
         Locker::new(MysqlBackend::connect(lock_url).await.unwrap())
     };
+    // Advisory locks and GET_LOCK names are server-wide: a key of this test's own.
+    let key = unique("report");
     let guard = locker
-        .try_acquire("report", &LockOptions::ttl(Duration::from_secs(10)))
+        .try_acquire(&key, &LockOptions::ttl(Duration::from_secs(10)))
         .await
         .unwrap()
         .unwrap();
     // Who holds what, with these grants only.
-    let held = listed(&locker, "report").await;
+    let held = listed(&locker, &key).await;
     assert_eq!(held.len(), 1, "{held:?}");
-    assert_eq!(held[0].key, "report");
+    assert_eq!(held[0].key, key);
     assert_eq!(held[0].token, Some(guard.token()));
     if postgres {
         let pool = sqlx::PgPool::connect(lock_url).await.unwrap();
@@ -195,14 +207,8 @@ async fn postgres_works_with_the_documented_grants() {
         .await
         .unwrap();
     let role = unique("lw_user").replace('-', "_");
-    // The grants documented in docs/cli.md, word for word.
-    let grants = [
-        format!("CREATE ROLE {role} LOGIN"),
-        format!("GRANT USAGE ON SCHEMA {name} TO {role}"),
-        format!("GRANT SELECT, INSERT, UPDATE, DELETE ON ALL TABLES IN SCHEMA {name} TO {role}"),
-        format!("GRANT USAGE, UPDATE ON ALL SEQUENCES IN SCHEMA {name} TO {role}"),
-        format!("GRANT EXECUTE ON ALL FUNCTIONS IN SCHEMA {name} TO {role}"),
-    ];
+    let mut grants = vec![format!("CREATE ROLE {role} LOGIN")];
+    grants.extend(documented_grants(&name, &role));
     sql_now(&admin, &grants);
     let as_user = admin.replacen("postgres://postgres@", &format!("postgres://{role}@"), 1);
     assert_ne!(as_user, admin, "the URL names the admin user: {admin}");
@@ -291,13 +297,10 @@ async fn postgres_grants_made_at_version_4_still_work_after_the_migrations() {
         &[
             format!("CREATE ROLE {role} LOGIN"),
             format!("REVOKE EXECUTE ON ALL FUNCTIONS IN SCHEMA {name} FROM PUBLIC"),
-            format!("GRANT USAGE ON SCHEMA {name} TO {role}"),
-            format!(
-                "GRANT SELECT, INSERT, UPDATE, DELETE ON ALL TABLES IN SCHEMA {name} TO {role}"
-            ),
-            format!("GRANT USAGE, UPDATE ON ALL SEQUENCES IN SCHEMA {name} TO {role}"),
-            format!("GRANT EXECUTE ON ALL FUNCTIONS IN SCHEMA {name} TO {role}"),
-        ],
+        ]
+        .into_iter()
+        .chain(documented_grants(&name, &role))
+        .collect::<Vec<_>>(),
     );
     // The administrator migrates; the next leases go to segment 16, one version 4 lacked.
     lockwise::queue::connect(&admin, ConnectOptions::default().schema(name.as_str()))
@@ -401,13 +404,10 @@ async fn postgres_locks_of_a_schema_older_than_the_holder_table() {
         &[
             format!("DROP TABLE \"{name}\".holder"),
             format!("CREATE ROLE {role} LOGIN"),
-            format!("GRANT USAGE ON SCHEMA {name} TO {role}"),
-            format!(
-                "GRANT SELECT, INSERT, UPDATE, DELETE ON ALL TABLES IN SCHEMA {name} TO {role}"
-            ),
-            format!("GRANT USAGE, UPDATE ON ALL SEQUENCES IN SCHEMA {name} TO {role}"),
-            format!("GRANT EXECUTE ON ALL FUNCTIONS IN SCHEMA {name} TO {role}"),
-        ],
+        ]
+        .into_iter()
+        .chain(documented_grants(&name, &role))
+        .collect::<Vec<_>>(),
     );
     let as_user = admin.replacen("postgres://postgres@", &format!("postgres://{role}@"), 1);
     let user_locker = || {
@@ -423,14 +423,15 @@ async fn postgres_locks_of_a_schema_older_than_the_holder_table() {
         }
     };
     let opts = LockOptions::ttl(Duration::from_secs(10));
+    let key = unique("report");
     let outcome = tokio::spawn({
         let (admin_backend, user_locker) = (admin_backend(), user_locker());
         async move {
             let locker = user_locker.await;
-            let guard = locker.try_acquire("report", &opts).await.unwrap().unwrap();
+            let guard = locker.try_acquire(&key, &opts).await.unwrap().unwrap();
             // Its loss check has seen it long since, and had nowhere to write.
             tokio::time::sleep(Duration::from_millis(300)).await;
-            assert!(locker.held("report").await.unwrap().is_empty());
+            assert!(locker.held(&key).await.unwrap().is_empty());
             let unnamed = locker.held("").await.unwrap();
             assert!(
                 unnamed
@@ -448,8 +449,8 @@ async fn postgres_locks_of_a_schema_older_than_the_holder_table() {
                     .await
                     .unwrap(),
             );
-            let guard = locker.try_acquire("report", &opts).await.unwrap().unwrap();
-            let held = listed(&locker, "report").await;
+            let guard = locker.try_acquire(&key, &opts).await.unwrap().unwrap();
+            let held = listed(&locker, &key).await;
             assert_eq!(held.len(), 1, "{held:?}");
             assert_eq!(held[0].token, Some(guard.token()));
             assert!(guard.release().await.unwrap());

@@ -114,7 +114,7 @@ impl PostgresBuilder {
                  connect to PostgreSQL directly or through a session-mode pool"
             )));
         }
-        let named = schema.migrate(&mut first, true).await?;
+        let named = schema.migrate(&mut first, true).await? || schema.add_holder(&mut first).await;
         let grant_sql = schema.sql(
             "SELECT set_config('idle_session_timeout', $3, false), pg_backend_pid(), \
              CASE WHEN pg_try_advisory_lock($1, $2) THEN nextval('{schema}.fence_seq') END",

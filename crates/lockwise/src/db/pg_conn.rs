@@ -83,8 +83,8 @@ impl Schema {
     /// [`pg_pooler`](super::pg_pooler)) the statements are unnamed, and the read is in the
     /// transaction too.
     ///
-    /// Returns whether the table of who holds what (`holder.sql`) exists afterwards: it is
-    /// created apart, and a role that may not create it still takes locks without it.
+    /// Returns whether the table of who holds what (`holder.sql`) exists too: it is not one of
+    /// these objects, and only session locks use it ([`add_holder`](Self::add_holder)).
     pub(crate) async fn migrate(&self, conn: &mut PgConnection, persistent: bool) -> Result<bool> {
         let present_sql = self.sql(
             "SELECT to_regclass('{schema}.once') IS NOT NULL \
@@ -98,7 +98,7 @@ impl Schema {
                     .fetch_one(&mut *conn)
                     .await?;
             if present {
-                return Ok(holder || self.add_holder(conn, persistent).await);
+                return Ok(holder);
             }
         }
         let mut tx = conn.begin().await?;
@@ -109,32 +109,25 @@ impl Schema {
                 .await?;
             if present {
                 tx.commit().await?;
-                return Ok(holder || self.add_holder(conn, persistent).await);
+                return Ok(holder);
             }
         }
-        sqlx::query("SELECT pg_advisory_xact_lock($1, 0)")
-            .persistent(persistent)
-            .bind(ADVISORY_CLASS)
-            .execute(&mut *tx)
-            .await?;
-        sqlx::raw_sql(self.sql(include_str!("../../sql/postgres/schema.sql")))
-            .execute(&mut *tx)
-            .await?;
+        self.apply(
+            &mut tx,
+            persistent,
+            include_str!("../../sql/postgres/schema.sql"),
+        )
+        .await?;
         tx.commit().await?;
-        Ok(self.add_holder(conn, persistent).await)
+        Ok(false)
     }
 
-    /// Creates the table of who holds what in a transaction of its own: whether it exists.
-    async fn add_holder(&self, conn: &mut PgConnection, persistent: bool) -> bool {
+    /// Creates the table of who holds what, in a transaction of its own: whether it exists. A
+    /// role that may not create it still takes locks, without their holders' rows.
+    pub(crate) async fn add_holder(&self, conn: &mut PgConnection) -> bool {
         let created = async {
             let mut tx = conn.begin().await?;
-            sqlx::query("SELECT pg_advisory_xact_lock($1, 0)")
-                .persistent(persistent)
-                .bind(ADVISORY_CLASS)
-                .execute(&mut *tx)
-                .await?;
-            sqlx::raw_sql(self.sql(include_str!("../../sql/postgres/holder.sql")))
-                .execute(&mut *tx)
+            self.apply(&mut tx, true, include_str!("../../sql/postgres/holder.sql"))
                 .await?;
             tx.commit().await
         };
@@ -151,6 +144,23 @@ impl Schema {
                 false
             }
         }
+    }
+
+    /// Runs `template` in `tx` under the migration lock (a transaction-scoped advisory lock
+    /// that processes starting together queue on).
+    async fn apply(
+        &self,
+        tx: &mut sqlx::PgTransaction<'_>,
+        persistent: bool,
+        template: &str,
+    ) -> sqlx::Result<()> {
+        sqlx::query("SELECT pg_advisory_xact_lock($1, 0)")
+            .persistent(persistent)
+            .bind(ADVISORY_CLASS)
+            .execute(&mut **tx)
+            .await?;
+        sqlx::raw_sql(self.sql(template)).execute(&mut **tx).await?;
+        Ok(())
     }
 }
 
