@@ -123,11 +123,15 @@ pub(crate) fn this_process_encoded() -> &'static str {
     ENCODED.get_or_init(|| Holder::this_process().encode())
 }
 
-/// This machine's host name.
+/// This machine's host name, read once.
 pub(crate) fn hostname() -> String {
-    std::fs::read_to_string("/proc/sys/kernel/hostname")
-        .map(|s| s.trim().to_owned())
-        .unwrap_or_else(|_| "host".to_owned())
+    static HOST: OnceLock<String> = OnceLock::new();
+    HOST.get_or_init(|| {
+        std::fs::read_to_string("/proc/sys/kernel/hostname")
+            .map(|s| s.trim().to_owned())
+            .unwrap_or_else(|_| "host".to_owned())
+    })
+    .clone()
 }
 
 /// The error of a backend that cannot list or break locks.
