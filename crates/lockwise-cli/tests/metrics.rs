@@ -169,6 +169,14 @@ fn queue_work_serves_the_job_metrics_while_it_works() {
             (r#"lockwise_queue_job_run_seconds_count{queue="mq"}"#, |v| {
                 v >= 5.0
             }),
+            (
+                r#"lockwise_queue_job_wait_seconds_count{queue="mq"}"#,
+                |v| v >= 5.0,
+            ),
+            (
+                r#"lockwise_queue_job_wait_seconds_sum{queue="mq"}"#,
+                positive,
+            ),
             ("lockwise_queue_claim_round_trip_seconds_count", positive),
             (r#"lockwise_queue_depth{queue="mq",state="done"}"#, |v| {
                 v == 3.0

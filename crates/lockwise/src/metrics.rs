@@ -22,6 +22,7 @@
 //! | `lockwise_queue_jobs_dead_total` | counter | `queue` | failed attempts that were the last: dead letters |
 //! | `lockwise_queue_jobs_cancelled_total` | counter | `queue` | jobs cancelled |
 //! | `lockwise_queue_job_run_seconds` | histogram | `queue` | how long a handler ran |
+//! | `lockwise_queue_job_wait_seconds` | histogram | `queue` | how long a started job waited for its claim: from when it became due (enqueued, or its delay or retry came), by the database's clock |
 //! | `lockwise_queue_claim_round_trip_seconds` | histogram | | a claim and the confirmation of its jobs' start |
 //! | `lockwise_queue_leases_reaped_total` | counter | | expired job leases the reaper gave back |
 //! | `lockwise_queue_depth` | gauge | `queue`, `state` | jobs by state, sampled by a running worker with [`Worker::depth_metrics`](crate::queue::Worker::depth_metrics) |
@@ -109,6 +110,10 @@ pub fn describe() {
             "A successful renewal's round trip",
         ),
         ("lockwise_queue_job_run_seconds", "How long a handler ran"),
+        (
+            "lockwise_queue_job_wait_seconds",
+            "How long a started job waited for its claim once due",
+        ),
         (
             "lockwise_queue_claim_round_trip_seconds",
             "A claim and the confirmation of its jobs",
@@ -268,6 +273,11 @@ pub(crate) fn jobs(queue: &str, event: JobEvent, n: u64) {
 #[cfg(any(feature = "postgres", feature = "mysql"))]
 pub(crate) fn job_ran(queue: &str, took: Duration) {
     histogram!("lockwise_queue_job_run_seconds", "queue" => queue.to_owned()).record(took);
+}
+
+#[cfg(any(feature = "postgres", feature = "mysql"))]
+pub(crate) fn job_waited(queue: &str, waited: Duration) {
+    histogram!("lockwise_queue_job_wait_seconds", "queue" => queue.to_owned()).record(waited);
 }
 
 #[cfg(any(feature = "postgres", feature = "mysql"))]

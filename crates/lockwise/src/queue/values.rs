@@ -34,6 +34,9 @@ pub struct Claimed {
     pub payload: Value,
     /// The job's queue.
     pub queue: String,
+    /// How long the job waited for this claim: from when it became due (its enqueue, or the
+    /// time its delay or retry came) to the claim, by the database server's clock.
+    pub waited: std::time::Duration,
 }
 
 /// Job counts of one queue, by state: every job is in exactly one count.

@@ -74,6 +74,10 @@ const PINNED: &[(&str, &str)] = &[
         "b0b62f8eab92f95c2ed796dfa4149a3eb345a2408488f9f7c67c9f2140bc6b44",
     ),
     (
+        "postgres/queue/v14.sql",
+        "4838960a7f6dc6de14578c5114dd001f91cf8a5eff64ee3cf455a65ea8995400",
+    ),
+    (
         "mysql/queue/v1.sql",
         "8366876deabe26f5a38ca21571bba72f778268b983af420828fa8d5da17377ff",
     ),

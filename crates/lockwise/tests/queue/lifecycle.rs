@@ -443,6 +443,33 @@ pub(super) async fn priorities_and_delays_order_the_claims(q: Queue) {
     assert_eq!(q.prune_done(Duration::ZERO).await.unwrap(), 3);
 }
 
+/// A claimed job carries how long it waited once due: from its enqueue, or from when its delay
+/// ran out (the server's clock on both ends, so the client's does not count).
+pub(super) async fn a_claimed_job_says_how_long_it_waited_once_due(q: Queue) {
+    let now = q.enqueue(Job::new(json!("now"))).await.unwrap();
+    let delayed = q
+        .enqueue(Job::new(json!("delayed")).delay(Duration::from_millis(300)))
+        .await
+        .unwrap();
+    sleep(Duration::from_millis(600)).await;
+    let claimed = q
+        .protocol()
+        .claim("w", 10, Duration::from_secs(30), &[])
+        .await
+        .unwrap();
+    let waited = |id| claimed.iter().find(|j| j.id == id).unwrap().waited;
+    let (now, delayed) = (waited(now), waited(delayed));
+    assert!(
+        now >= Duration::from_millis(600) && now < Duration::from_secs(5),
+        "{now:?}"
+    );
+    assert!(delayed >= Duration::from_millis(290), "{delayed:?}");
+    assert!(
+        now - delayed >= Duration::from_millis(290),
+        "{now:?} {delayed:?}"
+    );
+}
+
 /// Dropping `Worker::run`'s future (here by a timeout) aborts the handlers it started: a
 /// handler asleep at that moment never wakes up to finish, and what it owned is dropped.
 pub(super) async fn dropping_the_run_future_stops_its_handlers(q: Queue) {

@@ -152,6 +152,7 @@ on_both_databases!(
     lifecycle::a_panicking_handler_is_recorded_as_a_failure,
     lifecycle::graceful_shutdown_finishes_in_flight_jobs_and_hands_back_the_rest,
     lifecycle::priorities_and_delays_order_the_claims,
+    lifecycle::a_claimed_job_says_how_long_it_waited_once_due,
     lifecycle::dropping_the_run_future_stops_its_handlers,
     admin::jobs_can_be_shown_listed_cancelled_and_pruned,
     admin::cancelling_a_running_job_stops_its_handler_and_keeps_it_cancelled,

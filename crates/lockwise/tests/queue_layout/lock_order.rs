@@ -33,10 +33,13 @@ pub(super) async fn a_version_6_store_gets_the_batch_functions_of_version_7_with
     )
     .await
     .unwrap();
-    let functions = "'ack', 'claim', 'claim_any', 'confirm_started'";
+    // The claims by their names while the shim wraps them (with_shim), then by their own.
+    let functions = "'ack', 'claim', 'claim_any', 'confirm_started', \
+                     'claim_unshimmed', 'claim_any_unshimmed'";
     let defs = format!(
         "SELECT string_agg(pg_get_functiondef(p.oid), E'\\n') FROM pg_proc p \
-         WHERE p.pronamespace = '{quoted}'::regnamespace AND p.proname IN ({functions})"
+         WHERE p.pronamespace = '{quoted}'::regnamespace AND p.proname IN ({functions}) \
+           AND p.prolang = (SELECT oid FROM pg_language WHERE lanname = 'plpgsql')"
     );
     let probe = "l.id = f.id AND l.attempt = f.attempt";
     let old_probe = "l.id = ANY(ARRAY[f.id]) AND l.id = f.id AND l.attempt = f.attempt";
@@ -69,7 +72,8 @@ pub(super) async fn a_version_6_store_gets_the_batch_functions_of_version_7_with
         "DO $$ DECLARE f oid; BEGIN \
            FOR f IN SELECT p.oid FROM pg_proc p \
                      WHERE p.pronamespace = '{quoted}'::regnamespace \
-                       AND p.proname IN ({functions}) LOOP \
+                       AND p.proname IN ({functions}) \
+                       AND p.prolang = (SELECT oid FROM pg_language WHERE lanname = 'plpgsql') LOOP \
              EXECUTE replace(pg_get_functiondef(f), '{probe}', '{old_probe}'); \
            END LOOP; END $$"
     ))

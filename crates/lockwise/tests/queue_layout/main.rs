@@ -172,18 +172,41 @@ async fn store_at(label: &str, version: usize) -> PgSchema {
 }
 
 /// What the statements of this version need of a store that an older process (played by this
-/// one, on a store it was told is up to date) works: `flush_stats` (v12.sql) as a no-op.
-/// [`without_shim`] removes it before a new process migrates the store.
+/// one, on a store it was told is up to date) works: `flush_stats` (v12.sql) as a no-op, and
+/// claims that answer how long each job waited (v14.sql), here always 0. [`without_shim`]
+/// puts the store back as it was before a new process migrates it.
 fn with_shim(quoted: &str) -> String {
-    format!("CREATE FUNCTION {quoted}.flush_stats() RETURNS void LANGUAGE sql AS ''")
+    let mut sql =
+        format!("CREATE FUNCTION {quoted}.flush_stats() RETURNS void LANGUAGE sql AS '';");
+    for (name, queues) in [("claim", "text"), ("claim_any", "text[]")] {
+        let args = format!("{queues}, bigint, float8, text, bigint[], integer[], smallint[]");
+        sql.push_str(&format!(
+            "ALTER FUNCTION {quoted}.{name}({args}) RENAME TO {name}_unshimmed; \
+             CREATE FUNCTION {quoted}.{name}({args}) \
+             RETURNS TABLE (claimed_id bigint, claimed_queue text, claimed_payload jsonb, \
+                            claimed_attempt integer, claimed_max_attempts integer, \
+                            claimed_seg smallint, claimed_waited float8) \
+             LANGUAGE sql AS $$ SELECT c.*, 0::float8 \
+                 FROM {quoted}.{name}_unshimmed($1, $2, $3, $4, $5, $6, $7) c $$;"
+        ));
+    }
+    sql
 }
 
 fn without_shim(quoted: &str) -> String {
-    format!("DROP FUNCTION {quoted}.flush_stats()")
+    let mut sql = format!("DROP FUNCTION {quoted}.flush_stats();");
+    for (name, queues) in [("claim", "text"), ("claim_any", "text[]")] {
+        let args = format!("{queues}, bigint, float8, text, bigint[], integer[], smallint[]");
+        sql.push_str(&format!(
+            "DROP FUNCTION {quoted}.{name}({args}); \
+             ALTER FUNCTION {quoted}.{name}_unshimmed({args}) RENAME TO {name};"
+        ));
+    }
+    sql
 }
 
 /// The newest migration of the queue schema: the version of a store once opened.
-const LATEST: i64 = 13;
+const LATEST: i64 = 14;
 
 /// The latest migration applied to the schema `quoted`.
 async fn version(pool: &PgPool, quoted: &str) -> Option<i64> {

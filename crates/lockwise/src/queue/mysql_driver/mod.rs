@@ -291,6 +291,9 @@ impl Driver for MysqlDriver {
                     max_attempts: row.try_get("max_attempts")?,
                     payload: json(row.try_get("payload")?),
                     queue: row.try_get("queue")?,
+                    waited: Duration::from_micros(
+                        u64::try_from(row.try_get::<i64, _>("waited_us")?).unwrap_or(0),
+                    ),
                 })
             })
             .collect()

@@ -33,6 +33,7 @@ pub(super) const MIGRATIONS: &[(i32, &str)] = &[
     (11, include_str!("../../../sql/postgres/queue/v11.sql")),
     (12, include_str!("../../../sql/postgres/queue/v12.sql")),
     (13, include_str!("../../../sql/postgres/queue/v13.sql")),
+    (14, include_str!("../../../sql/postgres/queue/v14.sql")),
 ];
 
 /// The newest migration in [`MIGRATIONS`].

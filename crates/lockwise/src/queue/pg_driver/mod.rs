@@ -304,6 +304,7 @@ impl Driver for PgDriver {
                     max_attempts: row.try_get("max_attempts")?,
                     payload: row.try_get("payload")?,
                     queue: row.try_get("queue")?,
+                    waited: Duration::try_from_secs_f64(row.try_get("waited")?).unwrap_or_default(),
                 };
                 let seg: i16 = row.try_get("seg")?;
                 Ok((job, seg))

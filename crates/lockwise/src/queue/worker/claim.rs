@@ -107,6 +107,7 @@ impl ClaimRequest {
                 metrics::claimed_in(sent.sent().elapsed());
                 for job in &jobs {
                     metrics::jobs(&job.queue, JobEvent::Claimed, 1);
+                    metrics::job_waited(&job.queue, job.waited);
                 }
                 ClaimAnswer::Claimed {
                     not_started: (claimed - jobs.len()) as u64,
