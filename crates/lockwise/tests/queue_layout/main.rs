@@ -130,7 +130,7 @@ async fn reopen(schema: &PgSchema) -> Queue {
 /// A schema as migration `version` left it, built from the migration files (each recorded as
 /// the library records it), as a process of that version would have left it.
 async fn store_at(label: &str, version: usize) -> PgSchema {
-    const FILES: [&str; 10] = [
+    const FILES: [&str; 13] = [
         include_str!("../../sql/postgres/queue/v1.sql"),
         include_str!("../../sql/postgres/queue/v2.sql"),
         include_str!("../../sql/postgres/queue/v3.sql"),
@@ -141,6 +141,9 @@ async fn store_at(label: &str, version: usize) -> PgSchema {
         include_str!("../../sql/postgres/queue/v8.sql"),
         include_str!("../../sql/postgres/queue/v9.sql"),
         include_str!("../../sql/postgres/queue/v10.sql"),
+        include_str!("../../sql/postgres/queue/v11.sql"),
+        include_str!("../../sql/postgres/queue/v12.sql"),
+        include_str!("../../sql/postgres/queue/v13.sql"),
     ];
     let schema = PgSchema::new(label);
     let pool = PgPoolOptions::new()
@@ -224,11 +227,14 @@ async fn scalar_i64(pool: &PgPool, sql: String) -> Option<i64> {
         .unwrap()
 }
 
+mod claim_wait;
 mod history;
 mod load;
 mod lock_order;
 mod segments;
 mod v3_upgrade;
+#[allow(unused_imports)]
+use claim_wait::*;
 #[allow(unused_imports)]
 use history::*;
 #[allow(unused_imports)]
