@@ -14,6 +14,7 @@ mod partition;
 mod partition_actor;
 mod queue;
 mod run;
+mod ui;
 
 use std::ffi::OsString;
 use std::process::ExitCode;
@@ -74,6 +75,7 @@ enum Command {
     Doctor(doctor::DoctorArgs),
     Locks(locks::LocksArgs),
     Unlock(locks::UnlockArgs),
+    Ui(ui::UiArgs),
     /// Print a shell completion script to stdout, e.g.
     /// `lockwise completions bash > /etc/bash_completion.d/lockwise`
     Completions {
@@ -151,6 +153,7 @@ fn main() -> ExitCode {
             Command::Doctor(args) => doctor::run(args).await,
             Command::Locks(args) => locks::locks(args).await,
             Command::Unlock(args) => locks::unlock(args).await,
+            Command::Ui(args) => ui::run(args).await,
             Command::LabActor(args) => lab::actor::run(args).await,
             Command::Supervise(args) => child::supervise(args).await,
             Command::PartitionActor(args) => partition_actor::run(args).await,
@@ -177,6 +180,7 @@ fn apply_password_file(command: &mut Command, file: &std::path::Path) -> Result<
         Command::Doctor(args) => args.urls_mut(),
         Command::Locks(args) => args.urls_mut(),
         Command::Unlock(args) => args.urls_mut(),
+        Command::Ui(args) => args.urls_mut(),
         _ => Vec::new(),
     };
     for url in urls {

@@ -138,7 +138,13 @@ pub(crate) trait Driver: std::fmt::Debug + Send + Sync + 'static {
     async fn job(&self, id: JobId) -> Result<Option<JobInfo>>;
 
     /// One queue's jobs in `state`, at most `limit`.
-    async fn list(&self, queue: &str, state: JobState, limit: i64) -> Result<Vec<JobInfo>>;
+    async fn list(
+        &self,
+        queue: &str,
+        state: JobState,
+        offset: i64,
+        limit: i64,
+    ) -> Result<Vec<JobInfo>>;
 
     /// Cancels a job of any queue in the store that has not finished.
     async fn cancel(&self, id: JobId) -> Result<bool>;

@@ -512,7 +512,32 @@ impl Queue {
     ///
     /// Cancel safe: it only reads.
     pub async fn list(&self, state: JobState, limit: i64) -> Result<Vec<JobInfo>> {
-        self.driver.list(&self.name, state, limit.max(0)).await
+        self.list_page(state, 0, limit).await
+    }
+
+    /// [`list`](Self::list) from the `offset`-th job on (at least 0), in the same order: a
+    /// page of a long list. Jobs that change state between two calls move between pages.
+    ///
+    /// ```no_run
+    /// # async fn demo(q: lockwise::queue::Queue) -> lockwise::Result<()> {
+    /// use lockwise::queue::JobState;
+    /// let second_page = q.list_page(JobState::Dead, 50, 50).await?;
+    /// # Ok(())
+    /// # }
+    /// ```
+    ///
+    /// # Cancel safety
+    ///
+    /// Cancel safe: it only reads.
+    pub async fn list_page(
+        &self,
+        state: JobState,
+        offset: i64,
+        limit: i64,
+    ) -> Result<Vec<JobInfo>> {
+        self.driver
+            .list(&self.name, state, offset.max(0), limit.max(0))
+            .await
     }
 
     /// Cancels job `id`, of any queue in the store, if it has not finished: a ready or

@@ -2,6 +2,48 @@
 
 use super::*;
 
+/// `list_page` pages through a state in `list`'s order: ready jobs in the order they will
+/// run, finished ones newest first; a negative offset or limit counts as 0.
+pub(super) async fn a_state_is_listed_a_page_at_a_time(q: Queue) {
+    let mut ready = Vec::new();
+    for n in 0..5 {
+        ready.push(q.enqueue(Job::new(json!({ "n": n }))).await.unwrap());
+    }
+    let page = |offset, limit| {
+        let q = q.clone();
+        async move {
+            q.list_page(JobState::Ready, offset, limit)
+                .await
+                .unwrap()
+                .into_iter()
+                .map(|j| j.id)
+                .collect::<Vec<_>>()
+        }
+    };
+    assert_eq!(page(0, 2).await, ready[0..2]);
+    assert_eq!(page(2, 2).await, ready[2..4]);
+    assert_eq!(page(4, 2).await, ready[4..]);
+    assert!(page(5, 2).await.is_empty());
+    assert_eq!(page(-3, 1).await, ready[0..1]);
+    assert!(page(0, -1).await.is_empty());
+    for id in &ready[..3] {
+        assert!(q.cancel(*id).await.unwrap());
+    }
+    let cancelled: Vec<JobId> = q
+        .list_page(JobState::Cancelled, 1, 10)
+        .await
+        .unwrap()
+        .into_iter()
+        .map(|j| j.id)
+        .collect();
+    assert_eq!(cancelled, [ready[1], ready[0]], "newest first, the newest skipped");
+    assert_eq!(
+        q.list(JobState::Cancelled, 10).await.unwrap().len(),
+        3,
+        "list is list_page from 0"
+    );
+}
+
 /// `job`, `list`, `cancel` and `prune`: what a user inspecting or cleaning a queue relies on.
 pub(super) async fn jobs_can_be_shown_listed_cancelled_and_pruned(q: Queue) {
     let before = std::time::SystemTime::now() - Duration::from_secs(60);

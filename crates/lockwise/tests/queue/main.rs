@@ -155,6 +155,7 @@ on_both_databases!(
     lifecycle::a_claimed_job_says_how_long_it_waited_once_due,
     lifecycle::dropping_the_run_future_stops_its_handlers,
     admin::jobs_can_be_shown_listed_cancelled_and_pruned,
+    admin::a_state_is_listed_a_page_at_a_time,
     admin::cancelling_a_running_job_stops_its_handler_and_keeps_it_cancelled,
     admin::an_idempotency_key_can_be_unique_for_a_window,
     admin::one_worker_claims_from_several_queues,

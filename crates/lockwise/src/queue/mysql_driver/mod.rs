@@ -531,7 +531,13 @@ impl Driver for MysqlDriver {
         row.as_ref().map(job_info).transpose()
     }
 
-    async fn list(&self, queue: &str, state: JobState, limit: i64) -> Result<Vec<JobInfo>> {
+    async fn list(
+        &self,
+        queue: &str,
+        state: JobState,
+        offset: i64,
+        limit: i64,
+    ) -> Result<Vec<JobInfo>> {
         self.migrate().await?;
         let rows = match state {
             JobState::Ready | JobState::Scheduled => {
@@ -539,6 +545,7 @@ impl Driver for MysqlDriver {
                     .bind(queue)
                     .bind(state == JobState::Ready)
                     .bind(limit)
+                    .bind(offset)
                     .fetch_all(&self.pool)
                     .await?
             }
@@ -547,6 +554,7 @@ impl Driver for MysqlDriver {
                     .bind(queue)
                     .bind(state.as_str())
                     .bind(limit)
+                    .bind(offset)
                     .fetch_all(&self.pool)
                     .await?
             }

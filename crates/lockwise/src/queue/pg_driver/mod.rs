@@ -529,7 +529,13 @@ impl Driver for PgDriver {
         row.as_ref().map(job_info).transpose()
     }
 
-    async fn list(&self, queue: &str, state: JobState, limit: i64) -> Result<Vec<JobInfo>> {
+    async fn list(
+        &self,
+        queue: &str,
+        state: JobState,
+        offset: i64,
+        limit: i64,
+    ) -> Result<Vec<JobInfo>> {
         self.migrate().await?;
         let rows = match state {
             JobState::Ready | JobState::Scheduled => {
@@ -537,6 +543,7 @@ impl Driver for PgDriver {
                     .bind(queue)
                     .bind(state == JobState::Ready)
                     .bind(limit)
+                    .bind(offset)
                     .fetch_all(&self.db)
                     .await?
             }
@@ -545,6 +552,7 @@ impl Driver for PgDriver {
                     .bind(queue)
                     .bind(state.as_str())
                     .bind(limit)
+                    .bind(offset)
                     .fetch_all(&self.db)
                     .await?
             }

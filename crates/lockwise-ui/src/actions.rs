@@ -1,0 +1,136 @@
+//! The actions: each a POST of a dashboard form, refused (403) unless actions are on and the
+//! form carries the dashboard's CSRF token; each answers with a redirect to the page it
+//! changed (303, so a reload does not post again).
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use axum::Form;
+use axum::extract::{Path, State as Shared};
+use axum::http::StatusCode;
+use axum::response::{IntoResponse, Redirect, Response};
+use lockwise::queue::JobId;
+
+use crate::State;
+use crate::auth::refuse_action;
+use crate::pages::{PageError, encode};
+
+#[derive(serde::Deserialize)]
+pub(crate) struct Plain {
+    csrf: Option<String>,
+}
+
+#[derive(serde::Deserialize)]
+pub(crate) struct UnlockForm {
+    csrf: Option<String>,
+    backend: Option<usize>,
+    key: Option<String>,
+}
+
+type Answer = Result<Response, PageError>;
+
+/// The answer when there is no queue store to act on.
+fn no_store() -> Response {
+    (StatusCode::NOT_FOUND, "no queue store configured").into_response()
+}
+
+/// Sends dead letter `id` back to ready with a fresh budget of attempts.
+pub(crate) async fn retry(
+    Shared(state): Shared<Arc<State>>,
+    Path(id): Path<i64>,
+    Form(form): Form<Plain>,
+) -> Answer {
+    if let Some(refused) = refuse_action(&state, form.csrf.as_deref()) {
+        return Ok(refused);
+    }
+    let Some(queues) = &state.queues else {
+        return Ok(no_store());
+    };
+    queues.retry(JobId(id)).await?;
+    Ok(Redirect::to(&format!("/jobs/{id}")).into_response())
+}
+
+/// Cancels job `id` if it has not finished.
+pub(crate) async fn cancel(
+    Shared(state): Shared<Arc<State>>,
+    Path(id): Path<i64>,
+    Form(form): Form<Plain>,
+) -> Answer {
+    if let Some(refused) = refuse_action(&state, form.csrf.as_deref()) {
+        return Ok(refused);
+    }
+    let Some(queues) = &state.queues else {
+        return Ok(no_store());
+    };
+    queues.cancel(JobId(id)).await?;
+    Ok(Redirect::to(&format!("/jobs/{id}")).into_response())
+}
+
+/// Retries every dead letter of `queue`.
+pub(crate) async fn retry_dead(
+    Shared(state): Shared<Arc<State>>,
+    Path(queue): Path<String>,
+    Form(form): Form<Plain>,
+) -> Answer {
+    if let Some(refused) = refuse_action(&state, form.csrf.as_deref()) {
+        return Ok(refused);
+    }
+    let Some(queues) = &state.queues else {
+        return Ok(no_store());
+    };
+    let queues = queues.named(queue.clone());
+    loop {
+        let dead = queues.dead(500).await?;
+        let mut retried = 0;
+        for job in &dead {
+            if queues.retry(job.id).await? {
+                retried += 1;
+            }
+        }
+        // Done when none is left, or when another hand emptied them meanwhile.
+        if dead.is_empty() || retried == 0 {
+            break;
+        }
+    }
+    Ok(Redirect::to(&format!("/dead?queue={}", encode(&queue))).into_response())
+}
+
+/// Deletes every dead letter of `queue`.
+pub(crate) async fn purge_dead(
+    Shared(state): Shared<Arc<State>>,
+    Path(queue): Path<String>,
+    Form(form): Form<Plain>,
+) -> Answer {
+    if let Some(refused) = refuse_action(&state, form.csrf.as_deref()) {
+        return Ok(refused);
+    }
+    let Some(queues) = &state.queues else {
+        return Ok(no_store());
+    };
+    let queues = queues.named(queue.clone());
+    queues.purge_dead(Duration::ZERO).await?;
+    Ok(Redirect::to(&format!("/dead?queue={}", encode(&queue))).into_response())
+}
+
+/// Breaks the lock `key` on backend number `backend` (in the Locks page's order).
+pub(crate) async fn unlock(
+    Shared(state): Shared<Arc<State>>,
+    Form(form): Form<UnlockForm>,
+) -> Answer {
+    if let Some(refused) = refuse_action(&state, form.csrf.as_deref()) {
+        return Ok(refused);
+    }
+    let (Some(backend), Some(key)) = (form.backend, form.key) else {
+        return Ok((StatusCode::BAD_REQUEST, "backend and key are needed").into_response());
+    };
+    let Some((_, locker)) = state.lockers.get(backend) else {
+        return Ok((StatusCode::BAD_REQUEST, "no such backend").into_response());
+    };
+    match locker.break_lock(&key).await {
+        Ok(_) => Ok(Redirect::to("/locks").into_response()),
+        Err(lockwise::Error::InvalidKey { .. }) => {
+            Ok((StatusCode::BAD_REQUEST, "not a lock key").into_response())
+        }
+        Err(e) => Err(e.into()),
+    }
+}
