@@ -7,7 +7,7 @@
 //! CSRF token.
 //!
 //! ```no_run
-//! # async fn demo() -> lockwise::Result<()> {
+//! # async fn demo() -> Result<(), Box<dyn std::error::Error>> {
 //! let queues = lockwise::queue::connect(
 //!     "postgres://postgres@127.0.0.1/postgres",
 //!     lockwise::queue::ConnectOptions::default(),

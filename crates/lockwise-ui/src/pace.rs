@@ -44,14 +44,14 @@ impl Pace {
     }
 }
 
-/// An inline SVG of `samples` as bars, `width` × `height` pixels, scaled to the largest; the
-/// title gives the last value.
+/// An inline SVG of `samples` as bars, `width` × `height` pixels, scaled to the largest: one
+/// slot per sample kept, the newest on the right; the title gives the last value.
 pub(crate) fn chart(samples: &[i64], width: u32, height: u32) -> String {
     let max = samples.iter().copied().max().unwrap_or(0).max(1) as f64;
-    let n = samples.len().max(1) as f64;
-    let bar = f64::from(width) / n;
+    let bar = f64::from(width) / KEPT as f64;
+    let first = KEPT.saturating_sub(samples.len());
     let mut bars = String::new();
-    for (i, &value) in samples.iter().enumerate() {
+    for (i, &value) in (first..).zip(samples) {
         let h =
             (value.max(0) as f64 / max * f64::from(height)).max(if value > 0 { 1.0 } else { 0.0 });
         bars.push_str(&format!(
@@ -90,7 +90,7 @@ mod tests {
 
     #[test]
     fn the_chart_scales_to_the_largest_sample() {
-        let svg = chart(&[0, 5, 10], 30, 20);
+        let svg = chart(&[0, 5, 10], KEPT as u32, 20);
         assert!(svg.contains("height=\"20.0\""), "{svg}");
         assert!(svg.contains("height=\"10.0\""), "{svg}");
         assert!(
@@ -98,5 +98,10 @@ mod tests {
             "{svg}"
         );
         assert_eq!(svg.matches("<rect").count(), 3);
+        // The newest sample in the last slot.
+        assert!(
+            svg.contains(&format!("x=\"{:.1}\"", (KEPT - 1) as f64)),
+            "{svg}"
+        );
     }
 }

@@ -190,6 +190,17 @@ async fn a_dead_letter_opened_from_the_queues_page_is_retried_and_completes() {
     second.await.unwrap().unwrap();
     assert_eq!(runs.load(Ordering::SeqCst), 2);
 
+    // The picture: a backlog, jobs due later, one dead letter.
+    for n in 0..7 {
+        q.named("mail")
+            .enqueue(Job::new(json!({ "n": n })))
+            .await
+            .unwrap();
+    }
+    for n in 0..3 {
+        let later = Job::new(json!({ "n": n })).delay(Duration::from_secs(3600));
+        q.named("reports").enqueue(later).await.unwrap();
+    }
     client.goto(&format!("http://{addr}/queues")).await.unwrap();
     let shot = client.screenshot().await.unwrap();
     assert!(shot.starts_with(b"\x89PNG"), "not a PNG");

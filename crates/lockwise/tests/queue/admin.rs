@@ -36,7 +36,11 @@ pub(super) async fn a_state_is_listed_a_page_at_a_time(q: Queue) {
         .into_iter()
         .map(|j| j.id)
         .collect();
-    assert_eq!(cancelled, [ready[1], ready[0]], "newest first, the newest skipped");
+    assert_eq!(
+        cancelled,
+        [ready[1], ready[0]],
+        "newest first, the newest skipped"
+    );
     assert_eq!(
         q.list(JobState::Cancelled, 10).await.unwrap().len(),
         3,
