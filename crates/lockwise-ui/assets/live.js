@@ -17,3 +17,9 @@
     }
   }, 5000);
 })();
+
+// Actions that cannot be undone ask first.
+document.addEventListener("submit", function (event) {
+  const question = event.target.dataset && event.target.dataset.confirm;
+  if (question && !window.confirm(question)) event.preventDefault();
+});

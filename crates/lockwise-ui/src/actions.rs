@@ -66,6 +66,27 @@ pub(crate) async fn cancel(
     Ok(Redirect::to(&format!("/jobs/{id}")).into_response())
 }
 
+/// Deletes dead letter `id` (and frees its key).
+pub(crate) async fn delete(
+    Shared(state): Shared<Arc<State>>,
+    Path(id): Path<i64>,
+    Form(form): Form<Plain>,
+) -> Answer {
+    if let Some(refused) = refuse_action(&state, form.csrf.as_deref()) {
+        return Ok(refused);
+    }
+    let Some(queues) = &state.queues else {
+        return Ok(no_store());
+    };
+    let queue = queues.job(JobId(id)).await?.map(|job| job.queue);
+    queues.delete_dead(JobId(id)).await?;
+    Ok(match queue {
+        Some(queue) => Redirect::to(&format!("/dead?queue={}", encode(&queue))),
+        None => Redirect::to("/dead"),
+    }
+    .into_response())
+}
+
 /// Retries every dead letter of `queue`.
 pub(crate) async fn retry_dead(
     Shared(state): Shared<Arc<State>>,

@@ -136,6 +136,7 @@ fn routes(state: Arc<State>) -> Router {
         .route("/groups", get(pages::groups::page))
         .route("/jobs/{id}/retry", post(actions::retry))
         .route("/jobs/{id}/cancel", post(actions::cancel))
+        .route("/jobs/{id}/delete", post(actions::delete))
         .route("/queues/{queue}/dead/retry", post(actions::retry_dead))
         .route("/queues/{queue}/dead/purge", post(actions::purge_dead))
         .route("/locks/unlock", post(actions::unlock))

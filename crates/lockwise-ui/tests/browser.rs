@@ -174,6 +174,20 @@ async fn a_dead_letter_opened_from_the_queues_page_is_retried_and_completes() {
     let page = client.source().await.unwrap();
     assert!(page.contains("2026-12"), "{page}");
     assert!(page.contains("the report's source was down"), "{page}");
+    // Delete asks first; dismissed, nothing changes.
+    client
+        .find(Locator::XPath("//button[text()='Delete']"))
+        .await
+        .unwrap()
+        .click()
+        .await
+        .unwrap();
+    assert_eq!(
+        client.get_alert_text().await.unwrap(),
+        "Delete this dead letter for good?"
+    );
+    client.dismiss_alert().await.unwrap();
+    assert_eq!(q.job(id).await.unwrap().unwrap().state, JobState::Dead);
     client
         .find(Locator::XPath("//button[text()='Retry']"))
         .await

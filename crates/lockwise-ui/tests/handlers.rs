@@ -229,6 +229,19 @@ async fn pages_and_actions(q: Queue) {
     q.protocol().confirm_started(&ran).await.unwrap();
     assert_eq!(q.protocol().complete(&ran).await.unwrap(), 2);
     let third = dead_letter(&q, json!({"n": 4})).await;
+    let fourth = dead_letter(&q, json!({"n": 5})).await;
+    let (status, _, answer) = post(
+        &acting,
+        &format!("/jobs/{fourth}/delete"),
+        &format!("csrf={token}"),
+    )
+    .await;
+    assert_eq!(
+        (status, location(&answer)),
+        (StatusCode::SEE_OTHER, "/dead?queue=mail")
+    );
+    assert!(q.job(fourth).await.unwrap().is_none());
+    assert_eq!(q.job(third).await.unwrap().unwrap().state, JobState::Dead);
     let (status, _, _) = post(&acting, "/queues/mail/dead/purge", &format!("csrf={token}")).await;
     assert_eq!(status, StatusCode::SEE_OTHER);
     assert!(q.job(third).await.unwrap().is_none());

@@ -6,7 +6,7 @@ use std::sync::Arc;
 use axum::extract::{Query, State as Shared};
 use maud::html;
 
-use super::{Page, action, encode, layout, not_configured, or_dash, time};
+use super::{Page, action, confirmed_action, encode, layout, not_configured, or_dash, time};
 use crate::State;
 
 /// Dead letters shown per queue.
@@ -43,7 +43,7 @@ pub(crate) async fn page(
                 h2 { (queue) " · " (count) " dead" }
                 div.actions {
                     (action(&state, &format!("/queues/{}/dead/retry", encode(queue)), "Retry all", html! {}))
-                    (action(&state, &format!("/queues/{}/dead/purge", encode(queue)), "Purge all", html! {}))
+                    (confirmed_action(&state, &format!("/queues/{}/dead/purge", encode(queue)), "Purge all", Some("Delete every dead letter of this queue for good?"), html! {}))
                 }
                 table {
                     thead { tr {
@@ -56,7 +56,10 @@ pub(crate) async fn page(
                                 td { (job.attempt) "/" (job.max_attempts) }
                                 td { (time(job.finished_at)) }
                                 td.error { (or_dash(job.last_error.as_deref())) }
-                                td { (action(&state, &format!("/jobs/{}/retry", job.id), "Retry", html! {})) }
+                                td.actions {
+                                    (action(&state, &format!("/jobs/{}/retry", job.id), "Retry", html! {}))
+                                    (confirmed_action(&state, &format!("/jobs/{}/delete", job.id), "Delete", Some("Delete this dead letter for good?"), html! {}))
+                                }
                             }
                         }
                     }

@@ -9,7 +9,7 @@ use axum::response::{IntoResponse, Response};
 use lockwise::queue::{JobId, JobState};
 use maud::html;
 
-use super::{action, ago, encode, layout, not_configured, or_dash, time};
+use super::{action, ago, confirmed_action, encode, layout, not_configured, or_dash, time};
 use crate::State;
 
 /// Jobs per page.
@@ -148,6 +148,7 @@ pub(crate) async fn show(
         div.actions {
             @if job.state == JobState::Dead {
                 (action(&state, &format!("/jobs/{id}/retry"), "Retry", html! {}))
+                (confirmed_action(&state, &format!("/jobs/{id}/delete"), "Delete", Some("Delete this dead letter for good?"), html! {}))
             }
             @if !job.state.is_finished() {
                 (action(&state, &format!("/jobs/{id}/cancel"), "Cancel", html! {}))

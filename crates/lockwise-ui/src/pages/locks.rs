@@ -5,7 +5,7 @@ use std::sync::Arc;
 use axum::extract::State as Shared;
 use maud::html;
 
-use super::{Page, action, duration, layout, not_configured, or_dash};
+use super::{Page, confirmed_action, duration, layout, not_configured, or_dash};
 use crate::State;
 
 pub(crate) async fn page(Shared(state): Shared<Arc<State>>) -> Page {
@@ -37,7 +37,7 @@ pub(crate) async fn page(Shared(state): Shared<Arc<State>>) -> Page {
                                     td { (duration(lock.held_for)) }
                                     td { (duration(lock.ttl_left)) }
                                     td.n { (or_dash(lock.waiters)) }
-                                    td { (action(&state, "/locks/unlock", "Force unlock", html! {
+                                    td { (confirmed_action(&state, "/locks/unlock", "Force unlock", Some("Break this lock? Its holder loses it."), html! {
                                         input type="hidden" name="backend" value=(i);
                                         input type="hidden" name="key" value=(lock.key);
                                     })) }

@@ -57,9 +57,21 @@ pub(crate) fn layout(state: &State, title: &str, content: Markup) -> Markup {
 /// A form that POSTs to `action` with the CSRF token, as one button; nothing when actions
 /// are off.
 pub(crate) fn action(state: &State, action: &str, label: &str, extra: Markup) -> Markup {
+    confirmed_action(state, action, label, None, extra)
+}
+
+/// [`action`], asking the user to confirm with `question` first (live.js): for what cannot
+/// be undone.
+pub(crate) fn confirmed_action(
+    state: &State,
+    action: &str,
+    label: &str,
+    question: Option<&str>,
+    extra: Markup,
+) -> Markup {
     html! {
         @if state.allow_actions {
-            form.action method="post" action=(action) {
+            form.action method="post" action=(action) data-confirm=[question] {
                 input type="hidden" name="csrf" value=(state.csrf);
                 (extra)
                 button type="submit" { (label) }

@@ -125,6 +125,9 @@ pub(crate) trait Driver: std::fmt::Debug + Send + Sync + 'static {
     /// Sends a dead job back to available with a fresh budget.
     async fn retry(&self, id: JobId) -> Result<bool>;
 
+    /// Deletes one dead letter and frees its key.
+    async fn delete_dead(&self, id: JobId) -> Result<bool>;
+
     /// Deletes the jobs of `queue` (every queue for `None`) finished in `state` (`done`,
     /// `dead` or `cancelled`) more than `older_than` ago.
     async fn delete_finished(

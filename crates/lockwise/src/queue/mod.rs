@@ -422,6 +422,18 @@ impl Queue {
         self.driver.retry(id).await
     }
 
+    /// Deletes dead letter `id`, of any queue in the store, and frees its idempotency key;
+    /// `false` when it is not a dead letter (no such job, or not dead). A job in another state
+    /// leaves by [`cancel`](Self::cancel) and [`prune`](Self::prune).
+    ///
+    /// # Cancel safety
+    ///
+    /// One statement, applied or not; after a dropped call that applied it, deleting again
+    /// returns `false`.
+    pub async fn delete_dead(&self, id: JobId) -> Result<bool> {
+        self.driver.delete_dead(id).await
+    }
+
     /// Deletes dead letters of this queue that died more than `older_than` ago: the same as
     /// [`prune`](Self::prune)`(JobState::Dead, older_than)`.
     ///

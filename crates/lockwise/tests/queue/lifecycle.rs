@@ -148,6 +148,47 @@ pub(super) async fn dead_letters_can_be_purged(q: Queue) {
     assert_eq!(q.stats().await.unwrap().dead, 0);
 }
 
+/// One dead letter can be deleted, its key freed; a job in another state cannot, nor can a
+/// dead letter twice.
+pub(super) async fn one_dead_letter_can_be_deleted_and_its_key_freed(q: Queue) {
+    let keyed = q
+        .enqueue(Job::new(json!("keyed")).key("invoice-7").max_attempts(1))
+        .await
+        .unwrap();
+    let kept = q
+        .enqueue(Job::new(json!("kept")).max_attempts(1))
+        .await
+        .unwrap();
+    let claimed = q
+        .protocol()
+        .claim("t", 2, Duration::from_secs(30), &[])
+        .await
+        .unwrap();
+    assert_eq!(claimed.len(), 2);
+    for job in &claimed {
+        assert!(
+            q.protocol()
+                .fail(job.id, 1, "no", Duration::ZERO, false)
+                .await
+                .unwrap()
+        );
+    }
+    let waiting = q.enqueue(Job::new(json!("waiting"))).await.unwrap();
+    assert!(!q.delete_dead(waiting).await.unwrap(), "not a dead letter");
+    assert!(!q.delete_dead(JobId(i64::MAX)).await.unwrap());
+    assert!(q.delete_dead(keyed).await.unwrap());
+    assert!(!q.delete_dead(keyed).await.unwrap(), "already gone");
+    assert!(q.job(keyed).await.unwrap().is_none());
+    assert_eq!(q.job(kept).await.unwrap().unwrap().state, JobState::Dead);
+    let stats = q.stats().await.unwrap();
+    assert_eq!((stats.dead, stats.ready), (1, 1));
+    let again = q
+        .enqueue_with_status(Job::new(json!("again")).key("invoice-7"))
+        .await
+        .unwrap();
+    assert!(!again.duplicate, "the key was freed");
+}
+
 pub(super) async fn an_idempotency_key_returns_the_existing_job(q: Queue) {
     let a = q
         .enqueue(Job::new(json!({"v": 1})).key("welcome-42"))

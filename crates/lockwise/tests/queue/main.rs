@@ -143,6 +143,7 @@ on_both_databases!(
     lifecycle::pruning_one_queue_leaves_the_other_queues_history,
     lifecycle::a_failing_job_dies_after_exactly_max_attempts,
     lifecycle::dead_letters_can_be_purged,
+    lifecycle::one_dead_letter_can_be_deleted_and_its_key_freed,
     lifecycle::an_idempotency_key_returns_the_existing_job,
     lifecycle::an_enqueue_in_a_rolled_back_transaction_leaves_no_job,
     lifecycle::a_late_completion_after_a_rescue_is_rejected,

@@ -55,6 +55,7 @@ const WORKER_GONE: &str = sql!("worker_gone.sql");
 const WORKERS: &str = sql!("workers.sql");
 const DONE_SINCE: &str = sql!("done_since.sql");
 const RETRY: &str = sql!("retry.sql");
+const DELETE_DEAD: &str = sql!("delete_dead.sql");
 const DELETE_FINISHED: &str = sql!("delete_finished.sql");
 const DELETE_FINISHED_EVERYWHERE: &str = sql!("delete_finished_everywhere.sql");
 /// The columns of a job (`job_select.sql`), then the WHERE clause of each lookup.
@@ -489,6 +490,15 @@ impl Driver for MysqlDriver {
     async fn retry(&self, id: JobId) -> Result<bool> {
         self.migrate().await?;
         let done = sqlx::query(self.sql(RETRY))
+            .bind(id.0)
+            .execute(&self.pool)
+            .await?;
+        Ok(done.rows_affected() == 1)
+    }
+
+    async fn delete_dead(&self, id: JobId) -> Result<bool> {
+        self.migrate().await?;
+        let done = sqlx::query(self.sql(DELETE_DEAD))
             .bind(id.0)
             .execute(&self.pool)
             .await?;

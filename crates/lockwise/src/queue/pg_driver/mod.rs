@@ -490,6 +490,15 @@ impl Driver for PgDriver {
         Ok(done.rows_affected() == 1)
     }
 
+    async fn delete_dead(&self, id: JobId) -> Result<bool> {
+        self.migrate().await?;
+        let deleted: i64 = sqlx::query_scalar(q(&self.sql.delete_dead))
+            .bind(id.0)
+            .fetch_one(&self.db)
+            .await?;
+        Ok(deleted == 1)
+    }
+
     async fn delete_finished(
         &self,
         queue: Option<&str>,

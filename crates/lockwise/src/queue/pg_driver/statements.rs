@@ -36,6 +36,7 @@ pub(super) struct Statements {
     pub(super) done_since: String,
     pub(super) dead: String,
     pub(super) retry: String,
+    pub(super) delete_dead: String,
     pub(super) delete_finished: String,
     pub(super) delete_finished_everywhere: String,
     pub(super) retire_history: String,
@@ -104,6 +105,7 @@ impl Statements {
             done_since: sql!("done_since.sql"),
             dead: sql!("dead.sql"),
             retry: sql!("retry.sql"),
+            delete_dead: sql!("delete_dead.sql"),
             delete_finished: sql!("delete_finished.sql").replace("{of_queue}", "queue = $1"),
             delete_finished_everywhere: sql!("delete_finished.sql")
                 .replace("{of_queue}", "$1::text IS NULL"),
