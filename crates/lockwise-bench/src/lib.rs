@@ -15,6 +15,7 @@
 //! - [`throughput`], [`sustained`] and [`scaling`]: the queue against the naive SKIP LOCKED
 //!   loop, and the lesson's exercise 3.
 //! - [`enqueue`]: one producer's bulk enqueue against the same rows inserted raw.
+//! - [`ui`]: the dashboard's pages on a large queue against the reads they make.
 //! - [`describe`]: the server's version and durability settings, printed with the figures.
 //!
 //! ```no_run
@@ -49,6 +50,7 @@ mod stats;
 pub mod sustained;
 pub mod sustained_mysql;
 mod throughput;
+pub mod ui;
 
 use std::time::Duration;
 

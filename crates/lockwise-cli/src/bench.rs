@@ -14,6 +14,7 @@ use crate::exit::{self, Failure};
 
 mod chart;
 mod table;
+mod ui;
 
 use table::{print_enqueue, print_scaling, print_table, print_throughput};
 
@@ -42,6 +43,7 @@ enum BenchCommand {
     /// one producer's bulk enqueue (100k jobs in calls of 1,000) against the same rows
     /// inserted raw, on PostgreSQL and MariaDB/MySQL
     Queue(Box<QueueArgs>),
+    Ui(ui::UiArgs),
 }
 
 #[derive(Debug, clap::Args)]
@@ -168,6 +170,7 @@ pub(crate) async fn run(args: BenchArgs) -> u8 {
     let outcome = match args.command {
         BenchCommand::Lock(a) => bench_lock(a).await,
         BenchCommand::Queue(a) => bench_queue(*a).await,
+        BenchCommand::Ui(a) => ui::bench_ui(a).await,
     };
     match outcome {
         Ok(code) => code,
@@ -533,6 +536,7 @@ impl BenchArgs {
                 .chain(a.redis_url.iter_mut())
                 .chain(a.mysql_url.iter_mut())
                 .collect(),
+            BenchCommand::Ui(a) => a.url.iter_mut().collect(),
         }
     }
 }

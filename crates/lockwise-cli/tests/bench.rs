@@ -356,3 +356,37 @@ fn bench_queue_throughput_smoke_through_pgbouncer() {
         "{drained}"
     );
 }
+
+/// `bench ui`: every page of the dashboard answers over HTTP on a queue of its own, each
+/// beside the reads it makes; the bench's schema is dropped at the end.
+#[test]
+fn bench_ui_times_each_page_beside_its_reads() {
+    let done = Command::new(env!("CARGO_BIN_EXE_lockwise"))
+        .args(["bench", "ui", "--jobs", "300", "--samples", "2", "--json"])
+        .output()
+        .unwrap();
+    assert!(done.status.success(), "{done:?}");
+    let pages: Vec<serde_json::Value> = String::from_utf8(done.stdout)
+        .unwrap()
+        .lines()
+        .map(|line| serde_json::from_str(line).unwrap())
+        .collect();
+    let paths: Vec<&str> = pages.iter().map(|p| p["page"].as_str().unwrap()).collect();
+    assert_eq!(
+        (paths[0], paths[1], paths[2], paths[4]),
+        (
+            "/queues",
+            "/jobs?queue=bench&state=ready",
+            "/jobs?queue=bench&state=ready&page=5",
+            "/dead?queue=bench"
+        ),
+        "{paths:?}"
+    );
+    assert!(paths[3].starts_with("/jobs/"), "{paths:?}");
+    for page in &pages {
+        for field in ["p50_ms", "p99_ms", "floor_p50_ms", "ratio"] {
+            assert!(page[field].as_f64().unwrap() > 0.0, "{page}");
+        }
+        assert_eq!(page["samples"], 2);
+    }
+}

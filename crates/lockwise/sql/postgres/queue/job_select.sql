@@ -1,6 +1,6 @@
 -- The columns of JobInfo (Queue::job, Queue::list) of every job whatever its stage (the view
 -- all_jobs of v4.sql), times in µs since the Unix epoch. Completed by job.sql,
--- list_waiting.sql or list_state.sql, which add the WHERE clause.
+-- or list_state.sql, which add the WHERE clause (list_waiting.sql has these columns too).
 -- {schema} is the quoted, validated schema name.
 SELECT id, queue, state, priority, attempt, max_attempts, idempotency_key, payload, worker,
        last_error, errors,

@@ -4,13 +4,18 @@
 -- and not pruned (done_cutoffs, v11.sql).
 -- oldest_ready_secs: how long the oldest ready job has been due (NULL: none is).
 -- $1 queue
-WITH sealed AS (SELECT until FROM {schema}.done_sealed)
-SELECT (SELECT count(*) FROM {schema}.ready WHERE queue = $1 AND run_at <= now())
-     + (SELECT count(*) FROM {schema}.scheduled WHERE queue = $1 AND run_at <= now())
-         AS ready,
-       (SELECT count(*) FROM {schema}.ready WHERE queue = $1 AND run_at > now())
-     + (SELECT count(*) FROM {schema}.scheduled WHERE queue = $1 AND run_at > now())
-         AS scheduled,
+-- The waiting jobs are counted in one pass over each table (due now, and due later).
+WITH sealed AS (SELECT until FROM {schema}.done_sealed),
+waiting AS MATERIALIZED (
+    SELECT count(*) FILTER (WHERE run_at <= now()) AS due,
+           count(*) FILTER (WHERE run_at > now()) AS later
+      FROM {schema}.ready WHERE queue = $1
+    UNION ALL
+    SELECT count(*) FILTER (WHERE run_at <= now()), count(*) FILTER (WHERE run_at > now())
+      FROM {schema}.scheduled WHERE queue = $1
+)
+SELECT (SELECT sum(due) FROM waiting)::bigint AS ready,
+       (SELECT sum(later) FROM waiting)::bigint AS scheduled,
        (SELECT count(*) FROM {schema}.leases WHERE queue = $1) AS running,
        (SELECT coalesce(sum(n), 0) FROM {schema}.done_counts
          WHERE queue = $1 AND state = 'done')::bigint

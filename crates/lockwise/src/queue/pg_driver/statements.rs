@@ -111,7 +111,7 @@ impl Statements {
                 .replace("{of_queue}", "$1::text IS NULL"),
             retire_history: sql!("retire_history.sql"),
             job: format!("{}{}", sql!("job_select.sql"), sql!("job.sql")),
-            list_waiting: format!("{}{}", sql!("job_select.sql"), sql!("list_waiting.sql")),
+            list_waiting: sql!("list_waiting.sql"),
             list_state: format!("{}{}", sql!("job_select.sql"), sql!("list_state.sql")),
             cancel: sql!("cancel.sql"),
         }
