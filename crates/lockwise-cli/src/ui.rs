@@ -144,6 +144,16 @@ async fn ui(args: UiArgs) -> Result<(), Failure> {
         }
     };
     let addr = listener.local_addr().unwrap_or(args.listen);
+    // On loopback only the loopback names are answered (against DNS rebinding); on another
+    // address the operator chose what reaches it.
+    if addr.ip().is_loopback() {
+        let port = addr.port();
+        dashboard = dashboard.hosts([
+            format!("127.0.0.1:{port}"),
+            format!("localhost:{port}"),
+            format!("[::1]:{port}"),
+        ]);
+    }
     eprintln!("lockwise: dashboard on http://{addr}/");
     lockwise_ui::serve(listener, dashboard, async move {
         tokio::select! {

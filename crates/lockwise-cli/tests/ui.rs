@@ -90,6 +90,16 @@ fn ui_serves_the_store_s_queues_and_refuses_actions_unless_allowed() {
     assert!(page.contains("postgres://"), "{page}");
     let (status, _) = request(&addr, "POST", "/jobs/1/cancel", "csrf=x");
     assert_eq!(status, 403);
+    // Another host name (DNS rebinding) is not answered.
+    let mut stream = TcpStream::connect(&addr).unwrap();
+    write!(
+        stream,
+        "GET /queues HTTP/1.1\r\nHost: rebound.example\r\nConnection: close\r\n\r\n"
+    )
+    .unwrap();
+    let mut answer = String::new();
+    stream.read_to_string(&mut answer).unwrap();
+    assert!(answer.starts_with("HTTP/1.1 421"), "{answer}");
 
     let (_acting, addr) = serve(&[&store[..], &["--allow-actions"]].concat());
     let (_, page) = request(&addr, "GET", "/jobs?queue=invoices", "");

@@ -66,6 +66,22 @@ pub(crate) async fn cancel(
     Ok(Redirect::to(&format!("/jobs/{id}")).into_response())
 }
 
+/// Makes job `id` due now, if it waits for a later time.
+pub(crate) async fn run_now(
+    Shared(state): Shared<Arc<State>>,
+    Path(id): Path<i64>,
+    Form(form): Form<Plain>,
+) -> Answer {
+    if let Some(refused) = refuse_action(&state, form.csrf.as_deref()) {
+        return Ok(refused);
+    }
+    let Some(queues) = &state.queues else {
+        return Ok(no_store());
+    };
+    queues.run_now(JobId(id)).await?;
+    Ok(Redirect::to(&format!("/jobs/{id}")).into_response())
+}
+
 /// Deletes dead letter `id` (and frees its key).
 pub(crate) async fn delete(
     Shared(state): Shared<Arc<State>>,
@@ -99,20 +115,7 @@ pub(crate) async fn retry_dead(
     let Some(queues) = &state.queues else {
         return Ok(no_store());
     };
-    let queues = queues.named(queue.clone());
-    loop {
-        let dead = queues.dead(500).await?;
-        let mut retried = 0;
-        for job in &dead {
-            if queues.retry(job.id).await? {
-                retried += 1;
-            }
-        }
-        // Done when none is left, or when another hand emptied them meanwhile.
-        if dead.is_empty() || retried == 0 {
-            break;
-        }
-    }
+    queues.named(queue.clone()).retry_all().await?;
     Ok(Redirect::to(&format!("/dead?queue={}", encode(&queue))).into_response())
 }
 

@@ -45,6 +45,36 @@ fn presented(headers: &HeaderMap) -> Option<&str> {
         })
 }
 
+/// With hosts set, a request whose `Host` is not one of them is refused (421): the name a
+/// DNS-rebinding page uses is its own, never 127.0.0.1.
+pub(crate) async fn require_host(
+    Shared(state): Shared<Arc<State>>,
+    request: Request,
+    next: Next,
+) -> Response {
+    if state.hosts.is_empty() {
+        return next.run(request).await;
+    }
+    let host = request
+        .headers()
+        .get(header::HOST)
+        .and_then(|v| v.to_str().ok())
+        .unwrap_or("");
+    if state
+        .hosts
+        .iter()
+        .any(|allowed| allowed.eq_ignore_ascii_case(host))
+    {
+        next.run(request).await
+    } else {
+        (
+            StatusCode::MISDIRECTED_REQUEST,
+            "this dashboard answers only to the host names it listens on",
+        )
+            .into_response()
+    }
+}
+
 /// With a token set, every request but the login page and the stylesheet presents it; a page
 /// asked for without it leads to the login page, anything else gets 401.
 pub(crate) async fn require_token(

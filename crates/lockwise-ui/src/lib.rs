@@ -54,6 +54,8 @@ struct State {
     allow_actions: bool,
     /// When set, every page but the login needs it (bearer header or login cookie).
     token: Option<String>,
+    /// When not empty, the only `Host` headers answered (against DNS rebinding).
+    hosts: Vec<String>,
     /// The value each form carries and each POST must send back.
     csrf: String,
     pace: Mutex<Pace>,
@@ -75,6 +77,7 @@ impl Dashboard {
                 groups: Vec::new(),
                 allow_actions: false,
                 token: None,
+                hosts: Vec::new(),
                 csrf: auth::random_token(),
                 pace: Mutex::new(Pace::default()),
             },
@@ -118,6 +121,15 @@ impl Dashboard {
         self.edit(|s| s.token = Some(token))
     }
 
+    /// Answers only requests whose `Host` header is one of `hosts` (e.g. `127.0.0.1:8080`,
+    /// `localhost:8080`); others get 421. A dashboard on loopback should set it: a web page
+    /// whose name an attacker points at 127.0.0.1 (DNS rebinding) would otherwise read the
+    /// pages from the browser of someone who visits it. Default: any host.
+    pub fn hosts<S: Into<String>>(self, hosts: impl IntoIterator<Item = S>) -> Self {
+        let hosts = hosts.into_iter().map(Into::into).collect();
+        self.edit(|s| s.hosts = hosts)
+    }
+
     /// The routes: pages, actions, login and the embedded assets.
     pub fn router(self) -> Router {
         routes(Arc::new(self.state))
@@ -137,6 +149,7 @@ fn routes(state: Arc<State>) -> Router {
         .route("/jobs/{id}/retry", post(actions::retry))
         .route("/jobs/{id}/cancel", post(actions::cancel))
         .route("/jobs/{id}/delete", post(actions::delete))
+        .route("/jobs/{id}/run-now", post(actions::run_now))
         .route("/queues/{queue}/dead/retry", post(actions::retry_dead))
         .route("/queues/{queue}/dead/purge", post(actions::purge_dead))
         .route("/locks/unlock", post(actions::unlock))
@@ -146,6 +159,10 @@ fn routes(state: Arc<State>) -> Router {
         .layer(axum::middleware::from_fn_with_state(
             state.clone(),
             auth::require_token,
+        ))
+        .layer(axum::middleware::from_fn_with_state(
+            state.clone(),
+            auth::require_host,
         ))
         .with_state(state)
 }

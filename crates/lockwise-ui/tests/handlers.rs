@@ -197,6 +197,21 @@ async fn pages_and_actions(q: Queue) {
         JobState::Ready
     );
 
+    let later = q
+        .enqueue(Job::new(json!("later")).delay(Duration::from_secs(3600)))
+        .await
+        .unwrap();
+    let (_, page) = get(&acting, &format!("/jobs/{later}")).await;
+    assert!(page.contains(">Run now<"), "{page}");
+    let (status, _, _) = post(
+        &acting,
+        &format!("/jobs/{later}/run-now"),
+        &format!("csrf={token}"),
+    )
+    .await;
+    assert_eq!(status, StatusCode::SEE_OTHER);
+    assert_eq!(q.job(later).await.unwrap().unwrap().state, JobState::Ready);
+    assert!(q.cancel(later).await.unwrap());
     let (status, _, _) = post(
         &acting,
         &format!("/jobs/{waiting}/cancel"),
@@ -358,6 +373,41 @@ async fn a_token_guards_every_page_but_the_login() {
         .body(Body::empty())
         .unwrap();
     assert_eq!(send(&dashboard, with_cookie).await.0, StatusCode::OK);
+}
+
+/// With hosts set, a request for another host name (DNS rebinding) is refused before any
+/// page: 421.
+#[tokio::test]
+async fn only_the_listed_host_names_are_answered() {
+    let dashboard = Dashboard::new()
+        .locks("memory:", Locker::connect("memory:").await.unwrap())
+        .hosts(["127.0.0.1:8080", "localhost:8080"])
+        .router();
+    let with_host = |host: &str| {
+        Request::get("/locks")
+            .header(header::HOST, host)
+            .body(Body::empty())
+            .unwrap()
+    };
+    for host in ["127.0.0.1:8080", "LOCALHOST:8080"] {
+        assert_eq!(
+            send(&dashboard, with_host(host)).await.0,
+            StatusCode::OK,
+            "{host}"
+        );
+    }
+    for host in ["evil.example:8080", "127.0.0.1:9999"] {
+        assert_eq!(
+            send(&dashboard, with_host(host)).await.0,
+            StatusCode::MISDIRECTED_REQUEST,
+            "{host}"
+        );
+    }
+    let none = Request::get("/locks").body(Body::empty()).unwrap();
+    assert_eq!(
+        send(&dashboard, none).await.0,
+        StatusCode::MISDIRECTED_REQUEST
+    );
 }
 
 /// A dashboard of locks only: the queue pages say what they need, the home page leads to

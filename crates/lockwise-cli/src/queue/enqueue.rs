@@ -1,8 +1,9 @@
 //! `lockwise queue enqueue`: its arguments, and the jobs it reads (a payload, or JSON lines).
 
+use std::collections::BTreeMap;
 use std::time::Duration;
 
-use lockwise::queue::Job;
+use lockwise::queue::{Enqueued, Job, Queue};
 use tokio::io::AsyncReadExt;
 
 use super::conn::Conn;
@@ -25,17 +26,17 @@ pub(super) struct EnqueueArgs {
     pub(super) payload_text: Vec<u8>,
     /// Read jobs from stdin, one JSON object per line, and enqueue them all in one
     /// transaction (bulk statements of up to 10,000 jobs): all or none. Each line is
-    /// {"payload": JSON, "key": "K", "unique_for": "1h", "priority": P, "delay": "5s",
-    /// "max_attempts": N} with only "payload" required; durations are written as for the
-    /// flags, other fields are refused, blank lines skipped. --priority, --delay and
+    /// {"payload": JSON, "queue": "Q", "key": "K", "unique_for": "1h", "priority": P, "delay":
+    /// "5s", "max_attempts": N} with only "payload" required; durations are written as for the
+    /// flags, other fields are refused, blank lines skipped. --queue, --priority, --delay and
     /// --max-attempts give the defaults of the lines that leave them out. Prints one id per
     /// line, in input order (with --json one object per line). A line that is not a valid
     /// job exits 65, naming it, before anything is stored
     #[arg(long, conflicts_with_all = ["payload", "key", "unique_for"])]
     pub(super) jsonl: bool,
-    /// The jobs read with --jsonl.
+    /// The jobs read with --jsonl, each with its queue.
     #[arg(skip)]
-    pub(super) jobs: Vec<Job>,
+    pub(super) jobs: Vec<(String, Job)>,
     /// Idempotency key: a second enqueue with the same key in the same queue prints the first
     /// job's id and adds nothing
     #[arg(long, value_name = "K")]
@@ -69,6 +70,7 @@ pub(super) struct EnqueueArgs {
 #[serde(deny_unknown_fields)]
 struct JobLine {
     pub(super) payload: serde_json::Value,
+    pub(super) queue: Option<String>,
     pub(super) key: Option<String>,
     pub(super) unique_for: Option<String>,
     pub(super) priority: Option<i16>,
@@ -78,7 +80,7 @@ struct JobLine {
 
 /// Reads stdin whole and makes a job of each line that is not blank, checked as the
 /// database would; the first bad line is a data error (exit 65) naming it.
-pub(super) async fn read_jsonl(a: &EnqueueArgs) -> Result<Vec<Job>, Failure> {
+pub(super) async fn read_jsonl(a: &EnqueueArgs) -> Result<Vec<(String, Job)>, Failure> {
     let mut text = Vec::new();
     tokio::io::stdin()
         .read_to_end(&mut text)
@@ -124,7 +126,9 @@ pub(super) async fn read_jsonl(a: &EnqueueArgs) -> Result<Vec<Job>, Failure> {
             job = job.unique_for(window);
         }
         job.check().map_err(|e| bad(number, e.to_string()))?;
-        jobs.push(job);
+        let queue = line.queue.unwrap_or_else(|| a.queue.clone());
+        lockwise::queue::check_queue_name(&queue).map_err(|e| bad(number, e.to_string()))?;
+        jobs.push((queue, job));
     }
     Ok(jobs)
 }
@@ -145,4 +149,57 @@ pub(super) async fn read_payload(arg: &str) -> Result<Vec<u8>, Failure> {
             .map_err(|e| Failure::usage(format!("--payload @{file}: cannot read it: {e}")));
     }
     Ok(arg.as_bytes().to_vec())
+}
+
+/// Enqueues the lines of `--jsonl`, all or none: the jobs of one queue in one call, those of
+/// several queues in one transaction, a call per queue; the answers in input order.
+pub(super) async fn enqueue_lines(
+    queue: &Queue,
+    jobs: Vec<(String, Job)>,
+) -> lockwise::Result<Vec<Enqueued>> {
+    let one_queue = jobs.iter().all(|(name, _)| *name == jobs[0].0);
+    if one_queue {
+        let name = jobs[0].0.clone();
+        return queue
+            .named(name)
+            .enqueue_many_with_status(jobs.into_iter().map(|(_, job)| job))
+            .await;
+    }
+    // By queue, each job with its place in the input.
+    let mut by_queue: BTreeMap<String, Vec<(usize, Job)>> = BTreeMap::new();
+    for (i, (name, job)) in jobs.into_iter().enumerate() {
+        by_queue.entry(name).or_default().push((i, job));
+    }
+    let total = by_queue.values().map(Vec::len).sum();
+    let mut answers: Vec<Option<Enqueued>> = vec![None; total];
+    if let Some(pool) = queue.postgres_pool() {
+        let mut tx = pool.begin().await.map_err(lockwise::Error::from)?;
+        for (name, jobs) in by_queue {
+            let (places, jobs): (Vec<usize>, Vec<Job>) = jobs.into_iter().unzip();
+            let done = queue.named(name).enqueue_many_in(&mut tx, jobs).await?;
+            for (place, enqueued) in places.into_iter().zip(done) {
+                answers[place] = Some(enqueued);
+            }
+        }
+        tx.commit().await.map_err(lockwise::Error::from)?;
+    } else if let Some(pool) = queue.mysql_pool() {
+        let mut conn = pool.acquire().await.map_err(lockwise::Error::from)?;
+        // As enqueue_many's own transactions: no gap locks on the keys' index.
+        sqlx::query("SET TRANSACTION ISOLATION LEVEL READ COMMITTED")
+            .execute(&mut *conn)
+            .await
+            .map_err(lockwise::Error::from)?;
+        let mut tx = sqlx::Connection::begin(&mut *conn)
+            .await
+            .map_err(lockwise::Error::from)?;
+        for (name, jobs) in by_queue {
+            let (places, jobs): (Vec<usize>, Vec<Job>) = jobs.into_iter().unzip();
+            let done = queue.named(name).enqueue_many_in(&mut tx, jobs).await?;
+            for (place, enqueued) in places.into_iter().zip(done) {
+                answers[place] = Some(enqueued);
+            }
+        }
+        tx.commit().await.map_err(lockwise::Error::from)?;
+    }
+    Ok(answers.into_iter().flatten().collect())
 }

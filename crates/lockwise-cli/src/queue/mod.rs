@@ -22,12 +22,12 @@ const EXIT_CODES: &str = "\
 Exit codes:
   0         done (work: stopped by SIGTERM/SIGINT, or the queue drained with --once)
   64        usage error: arguments, duration, URL, --payload not JSON or unreadable, an invalid
-            job (NUL, queue name or key length); stats/dead/show/list/retry/cancel/purge/prune
+            job (NUL, queue name or key length); stats/dead/show/list/retry/run-now/cancel/purge/prune
             on a store that was never migrated (they create nothing)
   65        enqueue --jsonl: a line that is not a valid job (the message names it); nothing
             from the input is stored
   66        retry: no dead job with that id; show: no job with that id; cancel: no job
-            with that id that has not finished
+            with that id that has not finished; run-now: no job with that id due later
   69        backend failure: refused, authentication, TLS, protocol; no answer within 10 s
             (every command but work); work: no claim succeeded for --give-up-after (a claim
             with no answer fails at its lease), then running jobs got the grace period
@@ -69,8 +69,11 @@ enum QueueCommand {
     /// List one queue's jobs in a state: ready and scheduled in the order they will run, the
     /// others newest first (creates nothing)
     List(ListArgs),
-    /// Send a dead job back to ready with a fresh budget of attempts
+    /// Send a dead job back to ready with a fresh budget of attempts, or with --all --queue Q
+    /// every dead letter of Q
     Retry(RetryArgs),
+    /// Make a job due later (delayed, or waiting to retry) due now
+    RunNow(RunNowArgs),
     /// Cancel a job that has not finished: a ready or scheduled job will not run; a running
     /// one's handler is stopped at its worker's next heartbeat (within a third of its lease)
     Cancel(CancelArgs),
@@ -191,6 +194,25 @@ struct RetryArgs {
     #[command(flatten)]
     conn: Conn,
     /// The dead job's id
+    #[arg(
+        value_name = "JOB_ID",
+        required_unless_present = "all",
+        conflicts_with = "all"
+    )]
+    id: Option<i64>,
+    /// Every dead letter of --queue
+    #[arg(long, requires = "queue")]
+    all: bool,
+    /// The queue of --all
+    #[arg(long, value_name = "Q", requires = "all")]
+    queue: Option<String>,
+}
+
+#[derive(Debug, clap::Args)]
+struct RunNowArgs {
+    #[command(flatten)]
+    conn: Conn,
+    /// The job's id
     #[arg(value_name = "JOB_ID")]
     id: i64,
 }
@@ -282,7 +304,7 @@ async fn dispatch(command: QueueCommand) -> Result<u8, Failure> {
                 return Ok(0);
             }
             let queue = open(&a.conn, &a.queue, 1, Store::Migrate).await?;
-            let done = queue.enqueue_many_with_status(a.jobs).await?;
+            let done = enqueue::enqueue_lines(&queue, a.jobs).await?;
             let mut out = String::with_capacity(done.len() * 12);
             for enqueued in done {
                 if a.json {
@@ -381,21 +403,44 @@ async fn dispatch(command: QueueCommand) -> Result<u8, Failure> {
                 exit::print_line(&line, "nothing was changed")?;
             }
         }
-        QueueCommand::Retry(a) => {
+        QueueCommand::Retry(a) => match (a.id, &a.queue) {
+            (Some(id), _) => {
+                let queue = open(&a.conn, "", 1, Store::Existing).await?;
+                if !queue.retry(JobId(id)).await? {
+                    return Err(Failure {
+                        code: exit::NO_SUCH_JOB,
+                        message: format!(
+                            "no dead job {id} in this store (no such job, or it is not dead)"
+                        ),
+                    });
+                }
+                eprintln!("lockwise: job {id} is ready again, with a fresh budget of attempts");
+            }
+            (None, Some(name)) => {
+                lockwise::queue::check_queue_name(name)?;
+                let queue = open(&a.conn, name, 1, Store::Existing).await?;
+                let retried = queue.retry_all().await?;
+                let jobs = if retried == 1 { "job" } else { "jobs" };
+                eprintln!(
+                    "lockwise: {retried} dead {jobs} of {name} ready again, each with a fresh \
+                     budget of attempts"
+                );
+            }
+            (None, None) => return Err(Failure::usage("retry needs a JOB_ID, or --all --queue Q")),
+        },
+        QueueCommand::RunNow(a) => {
             let queue = open(&a.conn, "", 1, Store::Existing).await?;
-            if !queue.retry(JobId(a.id)).await? {
+            if !queue.run_now(JobId(a.id)).await? {
                 return Err(Failure {
                     code: exit::NO_SUCH_JOB,
                     message: format!(
-                        "no dead job {} in this store (no such job, or it is not dead)",
+                        "no job {} due later in this store (no such job, or it is due already, \
+                         running or finished)",
                         a.id
                     ),
                 });
             }
-            eprintln!(
-                "lockwise: job {} is ready again, with a fresh budget of attempts",
-                a.id
-            );
+            eprintln!("lockwise: job {} is due now", a.id);
         }
         QueueCommand::Show(a) => inspect::show(&a.conn, a.id, a.json).await?,
         QueueCommand::List(a) => {
@@ -452,6 +497,7 @@ impl QueueArgs {
             QueueCommand::Show(a) => &mut a.conn,
             QueueCommand::List(a) => &mut a.conn,
             QueueCommand::Retry(a) => &mut a.conn,
+            QueueCommand::RunNow(a) => &mut a.conn,
             QueueCommand::Cancel(a) => &mut a.conn,
             QueueCommand::Purge(a) => &mut a.conn,
             QueueCommand::Prune(a) => &mut a.conn,

@@ -65,6 +65,10 @@ pub(super) struct WorkArgs {
     /// handler runs (jobs not ready yet, delayed or waiting to retry, do not keep it running)
     #[arg(long)]
     pub(super) once: bool,
+    /// Start at most N jobs, let them finish, then exit 0 (a worker recycled after N jobs;
+    /// with --once, also when the queue drains first)
+    #[arg(long, value_parser = clap::value_parser!(u64).range(1..), value_name = "N")]
+    pub(super) max_jobs: Option<u64>,
     /// Exit 69 when no claim has succeeded for this long (the database down, unreachable or
     /// refusing; a claim that gets no answer fails when its lease would run out), or `never`
     /// to wait for the database. Failures are logged when they start and when they end
@@ -115,7 +119,8 @@ pub(super) async fn work(a: WorkArgs) -> Result<u8, Failure> {
         .grace(a.grace)
         .poll_interval(a.poll_interval)
         .kill_after(a.kill_after)
-        .until_idle(a.once);
+        .until_idle(a.once)
+        .max_jobs(a.max_jobs);
     if let Some(limit) = a.timeout {
         worker = worker.timeout(limit);
     }

@@ -131,6 +131,68 @@ pub(super) fn enqueue_jsonl_adds_every_line_or_none(s: Db) {
     );
 }
 
+/// `enqueue --jsonl` lines that name their own queue go to it, in one transaction with the
+/// others; the ids come back in input order, keys are per queue, and a bad queue name exits
+/// 65 naming the line.
+pub(super) fn enqueue_jsonl_lines_name_their_own_queues(s: Db) {
+    let input = [
+        r#"{"payload": 1, "queue": "mail"}"#,
+        r#"{"payload": 2}"#,
+        r#"{"payload": 3, "queue": "reports", "key": "k"}"#,
+        r#"{"payload": 4, "queue": "mail", "key": "k"}"#,
+        r#"{"payload": 5, "queue": "reports", "key": "k"}"#,
+    ]
+    .join("\n");
+    let out = ok(enqueue_with_stdin(&s, &["--jsonl", "--json"], input));
+    let lines = json_lines(&out);
+    assert_eq!(lines.len(), 5);
+    let duplicates: Vec<bool> = lines
+        .iter()
+        .map(|l| l["duplicate"].as_bool().unwrap())
+        .collect();
+    assert_eq!(duplicates, [false, false, false, false, true]);
+    assert_eq!(
+        lines[4]["id"], lines[2]["id"],
+        "the key of reports names its job"
+    );
+    for (line, (queue, payload)) in
+        lines
+            .iter()
+            .zip([("mail", 1), ("q", 2), ("reports", 3), ("mail", 4)])
+    {
+        let shown = ok(queue_cmd_show(&s, line["id"].as_i64().unwrap()));
+        let shown: serde_json::Value = serde_json::from_str(shown.trim()).unwrap();
+        assert_eq!(
+            (&shown["queue"], &shown["payload"]),
+            (&serde_json::json!(queue), &serde_json::json!(payload))
+        );
+    }
+    let bad = enqueue_with_stdin(
+        &s,
+        &["--jsonl"],
+        format!(
+            "{{\"payload\": 1, \"queue\": \"a\"}}\n{{\"payload\": 2, \"queue\": \"{}\"}}\n",
+            "x".repeat(300)
+        ),
+    );
+    assert_eq!(bad.status.code(), Some(65), "{bad:?}");
+    assert!(
+        String::from_utf8_lossy(&bad.stderr).contains("line 2"),
+        "{bad:?}"
+    );
+    let overview = ok(queue(&s, "stats", &["--json"]).output().unwrap());
+    assert!(
+        !overview.contains("\"queue\":\"a\""),
+        "nothing of the bad input: {overview}"
+    );
+}
+
+fn queue_cmd_show(s: &Db, id: i64) -> Output {
+    queue(s, "show", &[&id.to_string(), "--json"])
+        .output()
+        .unwrap()
+}
+
 /// A reader that goes away before the ids are printed (`| head -0`) ends `enqueue --jsonl`
 /// and `list` with exit 74 and a message, not a panic: the jobs stay enqueued.
 pub(super) fn a_closed_stdout_is_exit_74_not_a_panic(s: Db) {

@@ -101,16 +101,18 @@ pub(super) fn a_handler_that_cannot_run_stops_work_before_any_claim(s: Db) {
     assert_eq!(dead, "", "no attempt was spent");
 }
 
-/// `stats`, `dead`, `show`, `list`, `retry`, `cancel`, `purge` and `prune` never create the
+/// `stats`, `dead`, `show`, `list`, `retry`, `run-now`, `cancel`, `purge` and `prune` never create the
 /// queue's tables: on a store that was never migrated they exit 64 with a message that says
 /// so, and leave it as it was.
 pub(super) fn read_and_admin_commands_do_not_create_the_store(s: Db) {
-    let commands: [(&str, &[&str]); 8] = [
+    let commands: [(&str, &[&str]); 10] = [
         ("stats", &["--queue", "q"]),
         ("dead", &["--queue", "q", "--json"]),
         ("show", &["1"]),
         ("list", &["--queue", "q", "--state", "ready"]),
         ("retry", &["1"]),
+        ("retry", &["--all", "--queue", "q"]),
+        ("run-now", &["1"]),
         ("cancel", &["1"]),
         ("purge", &["--older-than", "1s"]),
         ("prune", &["--done", "--older-than", "1s"]),

@@ -152,6 +152,40 @@ pub(super) fn a_failing_handler_stores_its_stderr_and_dies_after_max_attempts(s:
         );
     }
     assert_eq!(stats(&s)["ready"], 1, "the pending job is untouched");
+
+    // A delayed job runs now; asked again, or of a job due already: exit 66.
+    let later = ok(queue(
+        &s,
+        "enqueue",
+        &["--queue", "q", "--payload", "{}", "--delay", "1h"],
+    )
+    .output()
+    .unwrap());
+    assert_eq!(stats(&s)["scheduled"], 1);
+    let now = queue(&s, "run-now", &[later.trim()]).output().unwrap();
+    assert!(now.status.success(), "{now:?}");
+    assert!(
+        String::from_utf8_lossy(&now.stderr).contains(&format!("job {} is due now", later.trim())),
+        "{now:?}"
+    );
+    let counts = stats(&s);
+    assert_eq!(
+        (counts["scheduled"].as_i64(), counts["ready"].as_i64()),
+        (Some(0), Some(2))
+    );
+    let again = queue(&s, "run-now", &[later.trim()]).output().unwrap();
+    assert_eq!(again.status.code(), Some(66), "{again:?}");
+    // `retry --all` without --queue is a usage error; with one, it counts what it retried.
+    let usage = queue(&s, "retry", &["--all"]).output().unwrap();
+    assert_eq!(usage.status.code(), Some(64), "{usage:?}");
+    let none = queue(&s, "retry", &["--all", "--queue", "q"])
+        .output()
+        .unwrap();
+    assert!(none.status.success(), "{none:?}");
+    assert!(
+        String::from_utf8_lossy(&none.stderr).contains("0 dead jobs of q ready again"),
+        "{none:?}"
+    );
 }
 
 /// A worker process killed with SIGKILL mid-job: its handler's tree dies with it, the reaper

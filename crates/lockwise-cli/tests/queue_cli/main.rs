@@ -136,6 +136,7 @@ on_databases!(
     a_key_can_be_unique_for_a_window,
     text_output_escapes_control_characters,
     work_once_drains_the_queue_and_exits_0,
+    work_max_jobs_runs_that_many_and_exits_0,
     work_logs_one_line_per_job,
     poll_interval_bounds_how_soon_an_idle_worker_sees_a_job,
     a_timed_out_handler_gets_sigterm_and_its_attempt_fails,
@@ -143,6 +144,7 @@ on_databases!(
     at_the_end_of_the_grace_a_handler_gets_sigterm_and_its_job_is_handed_back,
     one_worker_works_on_several_queues,
     enqueue_jsonl_adds_every_line_or_none,
+    enqueue_jsonl_lines_name_their_own_queues,
     a_closed_stdout_is_exit_74_not_a_panic,
     work_retention_prunes_the_history_while_it_runs
 );

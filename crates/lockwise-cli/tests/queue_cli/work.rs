@@ -4,6 +4,59 @@ use super::*;
 
 /// `work --once` drains the queue and exits 0 by itself: the three ready jobs are done, and a
 /// delayed job (not ready) neither runs nor keeps the worker waiting.
+/// `work --max-jobs N` runs N jobs, each once, and exits 0 with the rest left ready: none
+/// was claimed only to be handed back.
+pub(super) fn work_max_jobs_runs_that_many_and_exits_0(s: Db) {
+    for _ in 0..7 {
+        ok(queue(&s, "enqueue", &["--queue", "q", "--payload", "{}"])
+            .output()
+            .unwrap());
+    }
+    let mut worker = queue(
+        &s,
+        "work",
+        &[
+            "--queue",
+            "q",
+            "--max-jobs",
+            "3",
+            "--concurrency",
+            "2",
+            "--",
+            "true",
+        ],
+    )
+    .stderr(Stdio::piped())
+    .spawn()
+    .unwrap();
+    let out =
+        exit_within(&mut worker, Duration::from_secs(20)).expect("work --max-jobs kept running");
+    assert_eq!(out.status.code(), Some(0), "{out:?}");
+    let st = stats(&s);
+    assert_eq!(
+        (
+            st["done"].as_i64(),
+            st["ready"].as_i64(),
+            st["running"].as_i64()
+        ),
+        (Some(3), Some(4), Some(0)),
+        "{st}"
+    );
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(
+        stderr.contains("3 done, 0 failed") && stderr.contains("0 handed back"),
+        "{out:?}"
+    );
+    let zero = queue(
+        &s,
+        "work",
+        &["--queue", "q", "--max-jobs", "0", "--", "true"],
+    )
+    .output()
+    .unwrap();
+    assert_eq!(zero.status.code(), Some(64), "{zero:?}");
+}
+
 pub(super) fn work_once_drains_the_queue_and_exits_0(s: Db) {
     for _ in 0..3 {
         ok(queue(&s, "enqueue", &["--queue", "q", "--payload", "{}"])

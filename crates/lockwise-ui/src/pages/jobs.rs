@@ -150,6 +150,9 @@ pub(crate) async fn show(
                 (action(&state, &format!("/jobs/{id}/retry"), "Retry", html! {}))
                 (confirmed_action(&state, &format!("/jobs/{id}/delete"), "Delete", Some("Delete this dead letter for good?"), html! {}))
             }
+            @if job.state == JobState::Scheduled {
+                (action(&state, &format!("/jobs/{id}/run-now"), "Run now", html! {}))
+            }
             @if !job.state.is_finished() {
                 (action(&state, &format!("/jobs/{id}/cancel"), "Cancel", html! {}))
             }

@@ -128,6 +128,12 @@ pub(crate) trait Driver: std::fmt::Debug + Send + Sync + 'static {
     /// Deletes one dead letter and frees its key.
     async fn delete_dead(&self, id: JobId) -> Result<bool>;
 
+    /// Sends every dead letter of `queue` back to available with a fresh budget.
+    async fn retry_all(&self, queue: &str) -> Result<u64>;
+
+    /// Makes a job due later due now.
+    async fn run_now(&self, id: JobId) -> Result<bool>;
+
     /// Deletes the jobs of `queue` (every queue for `None`) finished in `state` (`done`,
     /// `dead` or `cancelled`) more than `older_than` ago.
     async fn delete_finished(

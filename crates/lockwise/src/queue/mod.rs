@@ -422,6 +422,40 @@ impl Queue {
         self.driver.retry(id).await
     }
 
+    /// Sends every dead letter of this queue back to ready now, each with a fresh budget of
+    /// attempts, as [`retry`](Self::retry) does for one; returns how many. In one statement:
+    /// a letter that dies meanwhile waits for the next call.
+    ///
+    /// ```no_run
+    /// # async fn demo(q: lockwise::queue::Queue) -> lockwise::Result<()> {
+    /// let retried = q.retry_all().await?;
+    /// println!("{retried} dead letters of {} are ready again", q.name());
+    /// # Ok(())
+    /// # }
+    /// ```
+    ///
+    /// # Cancel safety
+    ///
+    /// One statement, applied or not; after a dropped call that applied it, the letters are
+    /// ready and retrying again returns 0.
+    pub async fn retry_all(&self) -> Result<u64> {
+        self.driver.retry_all(&self.name).await
+    }
+
+    /// Makes job `id`, of any queue in the store, due now if it waits for a later time
+    /// (enqueued with a delay, or waiting out a retry's backoff): the next claim may take
+    /// it, in its priority's order. `false` when it is not a job due later (due already,
+    /// running, finished, or no such job). Workers waiting on an empty queue see it at their
+    /// next poll.
+    ///
+    /// # Cancel safety
+    ///
+    /// One statement, applied or not; after a dropped call that applied it, the job is due
+    /// and calling again returns `false`.
+    pub async fn run_now(&self, id: JobId) -> Result<bool> {
+        self.driver.run_now(id).await
+    }
+
     /// Deletes dead letter `id`, of any queue in the store, and frees its idempotency key;
     /// `false` when it is not a dead letter (no such job, or not dead). A job in another state
     /// leaves by [`cancel`](Self::cancel) and [`prune`](Self::prune).

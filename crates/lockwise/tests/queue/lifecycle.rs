@@ -148,6 +148,54 @@ pub(super) async fn dead_letters_can_be_purged(q: Queue) {
     assert_eq!(q.stats().await.unwrap().dead, 0);
 }
 
+/// `max_jobs` starts that many jobs, lets them finish and returns by itself, claiming none
+/// beyond them (none handed back); `Some(0)` returns at once.
+pub(super) async fn a_worker_with_max_jobs_runs_that_many_and_returns(q: Queue) {
+    for n in 0..20 {
+        q.enqueue(Job::new(json!({ "n": n }))).await.unwrap();
+    }
+    let ran = Arc::new(AtomicU32::new(0));
+    let handler = {
+        let ran = ran.clone();
+        move |_job: JobContext| {
+            let ran = ran.clone();
+            async move {
+                ran.fetch_add(1, Ordering::SeqCst);
+                sleep(Duration::from_millis(20)).await;
+                Ok::<_, String>(())
+            }
+        }
+    };
+    for concurrency in [1, 4] {
+        ran.store(0, Ordering::SeqCst);
+        let report = tokio::time::timeout(
+            Duration::from_secs(20),
+            fast(&q)
+                .concurrency(concurrency)
+                .max_jobs(Some(7))
+                .run(handler.clone(), CancellationToken::new()),
+        )
+        .await
+        .expect("a worker with max_jobs returns by itself")
+        .unwrap();
+        assert_eq!(ran.load(Ordering::SeqCst), 7, "concurrency {concurrency}");
+        assert_eq!((report.done, report.handed_back), (7, 0), "{report:?}");
+    }
+    let stats = q.stats().await.unwrap();
+    assert_eq!((stats.done, stats.ready, stats.running), (14, 6, 0));
+    let report = tokio::time::timeout(
+        Duration::from_secs(5),
+        fast(&q)
+            .max_jobs(Some(0))
+            .run(handler, CancellationToken::new()),
+    )
+    .await
+    .expect("max_jobs(Some(0)) returns at once")
+    .unwrap();
+    assert_eq!(report.done, 0);
+    assert_eq!(q.stats().await.unwrap().ready, 6);
+}
+
 /// One dead letter can be deleted, its key freed; a job in another state cannot, nor can a
 /// dead letter twice.
 pub(super) async fn one_dead_letter_can_be_deleted_and_its_key_freed(q: Queue) {
@@ -187,6 +235,96 @@ pub(super) async fn one_dead_letter_can_be_deleted_and_its_key_freed(q: Queue) {
         .await
         .unwrap();
     assert!(!again.duplicate, "the key was freed");
+}
+
+/// `retry_all` sends back every dead letter of its queue and no other's, each with a fresh
+/// budget; `run_now` makes a delayed job, or one waiting out its backoff, due at once, and
+/// nothing else.
+pub(super) async fn dead_letters_retried_at_once_and_scheduled_jobs_run_now(q: Queue) {
+    let other = q.named("other");
+    let mut dead = Vec::new();
+    for queue in [&q, &q, &other] {
+        let id = queue
+            .enqueue(Job::new(json!({})).max_attempts(2))
+            .await
+            .unwrap();
+        for attempt in 1..=2 {
+            let claimed = queue
+                .protocol()
+                .claim("t", 1, Duration::from_secs(30), &[])
+                .await
+                .unwrap();
+            assert_eq!((claimed[0].id, claimed[0].attempt), (id, attempt));
+            assert!(
+                queue
+                    .protocol()
+                    .fail(id, attempt, "no", Duration::ZERO, false)
+                    .await
+                    .unwrap()
+            );
+        }
+        dead.push(id);
+    }
+    assert_eq!(q.stats().await.unwrap().dead, 2);
+    assert_eq!(q.retry_all().await.unwrap(), 2);
+    assert_eq!(q.retry_all().await.unwrap(), 0);
+    assert_eq!(
+        other.stats().await.unwrap().dead,
+        1,
+        "another queue's letters stay"
+    );
+    for id in &dead[..2] {
+        let job = q.job(*id).await.unwrap().unwrap();
+        assert_eq!(
+            (job.state, job.attempt, job.max_attempts),
+            (JobState::Ready, 2, 4),
+            "a fresh budget of two more attempts"
+        );
+    }
+
+    // A delayed job, and one waiting an hour to retry.
+    let delayed = q
+        .enqueue(Job::new(json!("delayed")).delay(Duration::from_secs(3600)))
+        .await
+        .unwrap();
+    let retried = q.named("backoff");
+    let backing_off = retried
+        .enqueue(Job::new(json!("backoff")).max_attempts(3))
+        .await
+        .unwrap();
+    let claimed = retried
+        .protocol()
+        .claim("t", 1, Duration::from_secs(30), &[])
+        .await
+        .unwrap();
+    assert_eq!(claimed[0].id, backing_off);
+    assert!(
+        retried
+            .protocol()
+            .fail(backing_off, 1, "later", Duration::from_secs(3600), false)
+            .await
+            .unwrap()
+    );
+    assert_eq!(
+        q.job(backing_off).await.unwrap().unwrap().state,
+        JobState::Scheduled
+    );
+    assert!(
+        !q.run_now(dead[0]).await.unwrap(),
+        "a ready job is due already"
+    );
+    assert!(!q.run_now(JobId(i64::MAX)).await.unwrap());
+    for id in [delayed, backing_off] {
+        assert!(q.run_now(id).await.unwrap());
+        assert!(!q.run_now(id).await.unwrap(), "due already");
+        assert_eq!(q.job(id).await.unwrap().unwrap().state, JobState::Ready);
+    }
+    let claimed = retried
+        .protocol()
+        .claim("t", 1, Duration::from_secs(30), &[])
+        .await
+        .unwrap();
+    assert_eq!((claimed[0].id, claimed[0].attempt), (backing_off, 2));
 }
 
 pub(super) async fn an_idempotency_key_returns_the_existing_job(q: Queue) {

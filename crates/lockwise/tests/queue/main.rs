@@ -144,6 +144,8 @@ on_both_databases!(
     lifecycle::a_failing_job_dies_after_exactly_max_attempts,
     lifecycle::dead_letters_can_be_purged,
     lifecycle::one_dead_letter_can_be_deleted_and_its_key_freed,
+    lifecycle::dead_letters_retried_at_once_and_scheduled_jobs_run_now,
+    lifecycle::a_worker_with_max_jobs_runs_that_many_and_returns,
     lifecycle::an_idempotency_key_returns_the_existing_job,
     lifecycle::an_enqueue_in_a_rolled_back_transaction_leaves_no_job,
     lifecycle::a_late_completion_after_a_rescue_is_rejected,

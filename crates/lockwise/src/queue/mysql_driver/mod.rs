@@ -56,6 +56,8 @@ const WORKERS: &str = sql!("workers.sql");
 const DONE_SINCE: &str = sql!("done_since.sql");
 const RETRY: &str = sql!("retry.sql");
 const DELETE_DEAD: &str = sql!("delete_dead.sql");
+const RETRY_ALL: &str = sql!("retry_all.sql");
+const RUN_NOW: &str = sql!("run_now.sql");
 const DELETE_FINISHED: &str = sql!("delete_finished.sql");
 const DELETE_FINISHED_EVERYWHERE: &str = sql!("delete_finished_everywhere.sql");
 /// The columns of a job (`job_select.sql`), then the WHERE clause of each lookup.
@@ -499,6 +501,24 @@ impl Driver for MysqlDriver {
     async fn delete_dead(&self, id: JobId) -> Result<bool> {
         self.migrate().await?;
         let done = sqlx::query(self.sql(DELETE_DEAD))
+            .bind(id.0)
+            .execute(&self.pool)
+            .await?;
+        Ok(done.rows_affected() == 1)
+    }
+
+    async fn retry_all(&self, queue: &str) -> Result<u64> {
+        self.migrate().await?;
+        let done = sqlx::query(self.sql(RETRY_ALL))
+            .bind(queue)
+            .execute(&self.pool)
+            .await?;
+        Ok(done.rows_affected())
+    }
+
+    async fn run_now(&self, id: JobId) -> Result<bool> {
+        self.migrate().await?;
+        let done = sqlx::query(self.sql(RUN_NOW))
             .bind(id.0)
             .execute(&self.pool)
             .await?;

@@ -499,6 +499,24 @@ impl Driver for PgDriver {
         Ok(deleted == 1)
     }
 
+    async fn retry_all(&self, queue: &str) -> Result<u64> {
+        self.migrate().await?;
+        let done = sqlx::query(q(&self.sql.retry_all))
+            .bind(queue)
+            .execute(&self.db)
+            .await?;
+        Ok(done.rows_affected())
+    }
+
+    async fn run_now(&self, id: JobId) -> Result<bool> {
+        self.migrate().await?;
+        let moved: i64 = sqlx::query_scalar(q(&self.sql.run_now))
+            .bind(id.0)
+            .fetch_one(&self.db)
+            .await?;
+        Ok(moved == 1)
+    }
+
     async fn delete_finished(
         &self,
         queue: Option<&str>,

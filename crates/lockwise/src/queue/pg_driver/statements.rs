@@ -37,6 +37,8 @@ pub(super) struct Statements {
     pub(super) dead: String,
     pub(super) retry: String,
     pub(super) delete_dead: String,
+    pub(super) retry_all: String,
+    pub(super) run_now: String,
     pub(super) delete_finished: String,
     pub(super) delete_finished_everywhere: String,
     pub(super) retire_history: String,
@@ -106,6 +108,8 @@ impl Statements {
             dead: sql!("dead.sql"),
             retry: sql!("retry.sql"),
             delete_dead: sql!("delete_dead.sql"),
+            retry_all: sql!("retry_all.sql"),
+            run_now: sql!("run_now.sql"),
             delete_finished: sql!("delete_finished.sql").replace("{of_queue}", "queue = $1"),
             delete_finished_everywhere: sql!("delete_finished.sql")
                 .replace("{of_queue}", "$1::text IS NULL"),

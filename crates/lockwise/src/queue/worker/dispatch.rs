@@ -58,6 +58,8 @@ pub(super) struct Dispatcher {
     max_claims: usize,
     /// The most jobs claimed ahead of free handlers.
     most_ahead: usize,
+    /// Jobs left to start under [`Worker::max_jobs`]; `None`: no limit.
+    budget: Option<usize>,
 }
 
 impl Dispatcher {
@@ -88,7 +90,22 @@ impl Dispatcher {
             batch_ahead,
             max_claims: claims_in_flight(worker.concurrency),
             most_ahead,
+            budget: worker
+                .max_jobs
+                .map(|n| usize::try_from(n).unwrap_or(usize::MAX)),
         }
+    }
+
+    /// Whether [`Worker::max_jobs`] jobs started and every one of them finished, with no
+    /// claim in flight.
+    pub(super) fn spent(&self) -> bool {
+        self.budget == Some(0)
+            && self.claims.is_empty()
+            && self
+                .running
+                .lock()
+                .unwrap_or_else(PoisonError::into_inner)
+                .is_empty()
     }
 
     /// Books a finished execution while the worker claims: it tells the pace, and frees a
@@ -148,7 +165,10 @@ impl Dispatcher {
             && places.saturating_sub(held + self.reserved) == 0
             && self.acks.is_empty();
         loop {
-            let free = places.saturating_sub(held + self.reserved).min(batch);
+            let mut free = places.saturating_sub(held + self.reserved).min(batch);
+            if let Some(left) = self.budget {
+                free = free.min(left.saturating_sub(self.reserved));
+            }
             let launch = if self.claims.is_empty() {
                 (self.want_claim || self.busy) && (free > 0 || !self.acks.is_empty())
             } else {
@@ -199,6 +219,9 @@ impl Dispatcher {
                     // Another claim still in flight may hold the jobs this one skipped (SKIP
                     // LOCKED): the next idle claim decides.
                     self.want_claim = true;
+                }
+                if let Some(left) = &mut self.budget {
+                    *left = left.saturating_sub(jobs.len());
                 }
                 // More work is likely waiting when the claim got all it asked for.
                 self.busy =

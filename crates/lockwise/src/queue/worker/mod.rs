@@ -131,6 +131,8 @@ pub struct Worker {
     retention: Option<Duration>,
     /// How often the queues' depth is sampled for the metrics; `None`: never.
     depth_every: Option<Duration>,
+    /// How many jobs to start before returning; `None`: no limit.
+    max_jobs: Option<u64>,
 }
 
 /// How long a stopping worker waits for its background tasks' statements in flight.
@@ -171,6 +173,7 @@ impl Worker {
             give_up: None,
             retention: None,
             depth_every: None,
+            max_jobs: None,
         }
     }
 
@@ -314,6 +317,30 @@ impl Worker {
     /// ```
     pub fn until_idle(mut self, until_idle: bool) -> Self {
         self.until_idle = until_idle;
+        self
+    }
+
+    /// With `Some(n)`, [`run`](Self::run) starts at most `n` jobs, lets them finish, and
+    /// returns (as a worker process recycled after `n` jobs): it never claims beyond what is
+    /// left of `n`, so no job is claimed only to be handed back. Jobs claimed whose start
+    /// could not be confirmed do not count. `shutdown` still stops it earlier; with
+    /// [`until_idle`](Self::until_idle) it also returns once the queue is drained. Default
+    /// `None`: no limit.
+    ///
+    /// ```no_run
+    /// # async fn demo(queue: lockwise::queue::Queue) -> lockwise::Result<()> {
+    /// use lockwise::queue::Worker;
+    /// use tokio_util::sync::CancellationToken;
+    ///
+    /// let report = Worker::new(queue)
+    ///     .max_jobs(Some(100))
+    ///     .run(|job| async move { println!("{}", job.payload); Ok::<_, String>(()) }, CancellationToken::new())
+    ///     .await?;
+    /// assert!(report.done + report.failed <= 100);
+    /// # Ok(()) }
+    /// ```
+    pub fn max_jobs(mut self, n: Option<u64>) -> Self {
+        self.max_jobs = n;
         self
     }
 
@@ -529,7 +556,7 @@ impl Worker {
                 &mut d.report,
                 &mut spawn_job,
             );
-            if shutdown.is_cancelled() {
+            if shutdown.is_cancelled() || d.spent() {
                 break;
             }
             let idle_full = d.send_claims(&self);
