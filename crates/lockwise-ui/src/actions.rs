@@ -115,6 +115,9 @@ pub(crate) async fn retry_dead(
     let Some(queues) = &state.queues else {
         return Ok(no_store());
     };
+    if let Err(e) = lockwise::queue::check_queue_name(&queue) {
+        return Ok((StatusCode::BAD_REQUEST, e.to_string()).into_response());
+    }
     queues.named(queue.clone()).retry_all().await?;
     Ok(Redirect::to(&format!("/dead?queue={}", encode(&queue))).into_response())
 }
@@ -131,6 +134,9 @@ pub(crate) async fn purge_dead(
     let Some(queues) = &state.queues else {
         return Ok(no_store());
     };
+    if let Err(e) = lockwise::queue::check_queue_name(&queue) {
+        return Ok((StatusCode::BAD_REQUEST, e.to_string()).into_response());
+    }
     let queues = queues.named(queue.clone());
     queues.purge_dead(Duration::ZERO).await?;
     Ok(Redirect::to(&format!("/dead?queue={}", encode(&queue))).into_response())

@@ -159,6 +159,10 @@ async fn pages_and_actions(q: Queue) {
         get(&read_only, "/jobs?state=pending").await.0,
         StatusCode::BAD_REQUEST
     );
+    assert_eq!(
+        get(&read_only, "/jobs?queue=nul%00name").await.0,
+        StatusCode::BAD_REQUEST
+    );
     let (status, _, answer) =
         send(&read_only, Request::get("/").body(Body::empty()).unwrap()).await;
     assert_eq!(
@@ -232,6 +236,13 @@ async fn pages_and_actions(q: Queue) {
     );
     assert_eq!(q.job(other).await.unwrap().unwrap().state, JobState::Ready);
     assert_eq!(q.stats().await.unwrap().dead, 0);
+    let (status, _, _) = post(
+        &acting,
+        "/queues/nul%00name/dead/retry",
+        &format!("csrf={token}"),
+    )
+    .await;
+    assert_eq!(status, StatusCode::BAD_REQUEST, "a queue name with NUL");
 
     // The retried jobs run first, so that the next claim takes the new one.
     let ready = q

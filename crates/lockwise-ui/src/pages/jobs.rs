@@ -50,6 +50,11 @@ pub(crate) async fn list(
         .clone()
         .or_else(|| names.first().cloned())
         .unwrap_or_default();
+    if !queue.is_empty()
+        && let Err(e) = lockwise::queue::check_queue_name(&queue)
+    {
+        return Ok((StatusCode::BAD_REQUEST, e.to_string()).into_response());
+    }
     let page = query.page.max(0);
     let jobs = if queue.is_empty() {
         Vec::new()
