@@ -70,18 +70,33 @@ async fn browser() -> (Driver, Client) {
     (driver, client)
 }
 
-/// The text of `css` on the page, reloaded until it is `expected` (10 s at most).
+/// Clicks what `locator` finds once it is there (10 s at most); a page replaced between the
+/// find and the click (a navigation, the live update) is searched again.
+async fn click(client: &Client, locator: Locator<'_>) {
+    let give_up = Instant::now() + Duration::from_secs(10);
+    loop {
+        let clicked = match client.find(locator).await {
+            Ok(element) => element.click().await,
+            Err(e) => Err(e),
+        };
+        match clicked {
+            Ok(()) => return,
+            Err(e) => assert!(Instant::now() < give_up, "cannot click {locator:?}: {e}"),
+        }
+        sleep(Duration::from_millis(100)).await;
+    }
+}
+
+/// The text of `css` on the page, reloaded until it is `expected` (10 s at most). A page
+/// replaced while it is read (the navigation after a click, a reload) is read again.
 async fn wait_for_text(client: &Client, css: &str, expected: &str) {
     let give_up = Instant::now() + Duration::from_secs(10);
     loop {
-        let text = client
-            .find(Locator::Css(css))
-            .await
-            .unwrap()
-            .text()
-            .await
-            .unwrap();
-        if text == expected {
+        let text = match client.find(Locator::Css(css)).await {
+            Ok(element) => element.text().await.ok(),
+            Err(_) => None,
+        };
+        if text.as_deref() == Some(expected) {
             return;
         }
         assert!(
@@ -89,7 +104,7 @@ async fn wait_for_text(client: &Client, css: &str, expected: &str) {
             "{css} is {text:?}, not {expected:?}"
         );
         sleep(Duration::from_millis(200)).await;
-        client.refresh().await.unwrap();
+        let _ = client.refresh().await;
     }
 }
 
@@ -156,45 +171,21 @@ async fn a_dead_letter_opened_from_the_queues_page_is_retried_and_completes() {
 
     let (_driver, client) = browser().await;
     client.goto(&format!("http://{addr}/queues")).await.unwrap();
-    client
-        .find(Locator::Css("a[href='/dead?queue=reports']"))
-        .await
-        .unwrap()
-        .click()
-        .await
-        .unwrap();
-    client
-        .find(Locator::Css(&format!("a[href='/jobs/{id}']")))
-        .await
-        .unwrap()
-        .click()
-        .await
-        .unwrap();
+    click(&client, Locator::Css("a[href='/dead?queue=reports']")).await;
+    click(&client, Locator::Css(&format!("a[href='/jobs/{id}']"))).await;
     wait_for_text(&client, "dd.state", "dead").await;
     let page = client.source().await.unwrap();
     assert!(page.contains("2026-12"), "{page}");
     assert!(page.contains("the report's source was down"), "{page}");
     // Delete asks first; dismissed, nothing changes.
-    client
-        .find(Locator::XPath("//button[text()='Delete']"))
-        .await
-        .unwrap()
-        .click()
-        .await
-        .unwrap();
+    click(&client, Locator::XPath("//button[text()='Delete']")).await;
     assert_eq!(
         client.get_alert_text().await.unwrap(),
         "Delete this dead letter for good?"
     );
     client.dismiss_alert().await.unwrap();
     assert_eq!(q.job(id).await.unwrap().unwrap().state, JobState::Dead);
-    client
-        .find(Locator::XPath("//button[text()='Retry']"))
-        .await
-        .unwrap()
-        .click()
-        .await
-        .unwrap();
+    click(&client, Locator::XPath("//button[text()='Retry']")).await;
     wait_for_text(&client, "dd.state", "ready").await;
 
     let stop = CancellationToken::new();
