@@ -97,7 +97,7 @@ impl Queue {
 
     /// Retention: deletes this queue's jobs that finished in `state` (done, dead or
     /// cancelled) more than `older_than` ago, and returns how many. Any other state is an
-    /// [`Error::InvalidConfig`]: only finished jobs are pruned.
+    /// [`Error::InvalidConfig`](crate::Error::InvalidConfig): only finished jobs are pruned.
     ///
     /// ```no_run
     /// # async fn demo(queue: lockwise::queue::Queue) -> lockwise::Result<()> {
