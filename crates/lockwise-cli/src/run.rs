@@ -11,7 +11,7 @@ use lockwise::backend::AnyBackend;
 use lockwise::backend::file::FileBackend;
 use lockwise::lease::{validate_key, validate_ttl};
 use lockwise::url::BackendUrl;
-use lockwise::{Error, Guard, LockOptions, Locker};
+use lockwise::{Error, Guard, LockOptions, Locker, Permit, Semaphore};
 use nix::sys::signal::Signal;
 use tokio::process::Child;
 use tokio::time::{Instant, sleep, sleep_until};
@@ -36,7 +36,8 @@ Exit codes:
 A second SIGINT or SIGTERM (a second Ctrl-C) while the command lingers after the first
 sends its whole process group SIGKILL; lockwise then exits 137 (128 + SIGKILL).
 
-The command gets LOCKWISE_FENCING_TOKEN and LOCKWISE_LOCK_KEY in its environment. It runs in
+The command gets LOCKWISE_FENCING_TOKEN and LOCKWISE_LOCK_KEY in its environment (and
+LOCKWISE_PERMIT with --limit). It runs in
 a process group of its own; SIGINT, SIGTERM, SIGHUP and SIGQUIT are forwarded to that group.
 On a terminal, that group gets the foreground while it lives (prompts work, Ctrl-C reaches
 the command). If lockwise dies (even by SIGKILL) the group gets SIGTERM, then SIGKILL after the
@@ -70,6 +71,13 @@ pub(crate) struct RunArgs {
     /// Wait this long for the lock, or `forever` [default: do not wait]
     #[arg(long, value_parser = parse_wait, value_name = "DURATION|forever")]
     wait: Option<Wait>,
+
+    /// Hold one of N permits instead of the lock: at most N commands run at once (a
+    /// semaphore, as `consul lock -n`; every holder must give the same N). The command's
+    /// LOCKWISE_LOCK_KEY is its permit's key, KEY#permit-I, LOCKWISE_PERMIT is I, and its
+    /// fencing token is that permit's
+    #[arg(long, value_name = "N", value_parser = clap::value_parser!(u32).range(1..=i64::from(lockwise::semaphore::MAX_PERMITS)))]
+    limit: Option<u32>,
 
     /// Do not renew: the lease ends one TTL after the grant, and a command still running then
     /// is stopped as when the lock is lost (SIGTERM --kill-after before, SIGKILL at the end;
@@ -153,19 +161,27 @@ async fn run_checked(args: RunArgs) -> Result<u8, Failure> {
     let mut opts = LockOptions::ttl(args.ttl).renew(!args.no_renew);
     let conflict = args.conflict_exit_code.unwrap_or(exit::CONFLICT);
     let waiting = Instant::now();
+    let semaphore = match args.limit {
+        Some(permits) => Some(Semaphore::new(locker.clone(), key.clone(), permits)?),
+        None => None,
+    };
+    if let Some(Wait::For(wait)) = args.wait {
+        opts = opts.wait(wait);
+    }
     let acquire = async {
-        match args.wait {
-            None => locker.try_acquire(&key, &opts).await,
-            // Without a `wait` option, `acquire` waits without a time limit.
-            Some(Wait::Forever) => locker.acquire(&key, &opts).await.map(Some),
-            Some(Wait::For(wait)) => {
-                opts = opts.wait(wait);
-                match locker.acquire(&key, &opts).await {
-                    Ok(guard) => Ok(Some(guard)),
-                    Err(Error::WaitTimeout { .. }) => Ok(None),
-                    Err(e) => Err(e),
-                }
-            }
+        // Without a `wait` option, `acquire` waits without a time limit.
+        let acquired = match (&semaphore, args.wait) {
+            (None, None) => locker
+                .try_acquire(&key, &opts)
+                .await
+                .map(|g| g.map(|g| (g, None))),
+            (None, Some(_)) => locker.acquire(&key, &opts).await.map(|g| Some((g, None))),
+            (Some(s), None) => s.try_acquire(&opts).await.map(|p| p.map(permit)),
+            (Some(s), Some(_)) => s.acquire(&opts).await.map(|p| Some(permit(p))),
+        };
+        match acquired {
+            Err(Error::WaitTimeout { .. }) => Ok(None),
+            other => other,
         }
     };
     let guard = tokio::select! {
@@ -176,10 +192,14 @@ async fn run_checked(args: RunArgs) -> Result<u8, Failure> {
             return Ok(128 + signal as u8);
         }
     };
-    let Some(guard) = guard else {
-        eprintln!("lockwise: lock {key:?} is held by someone else");
+    let Some((guard, slot)) = guard else {
+        match args.limit {
+            Some(n) => eprintln!("lockwise: all {n} permits of {key:?} are held"),
+            None => eprintln!("lockwise: lock {key:?} is held by someone else"),
+        }
         return Ok(conflict);
     };
+    let key = guard.key().to_owned();
     tracing::info!(key, token = %guard.token(), "acquired");
     if args.verbose {
         eprintln!(
@@ -212,7 +232,7 @@ async fn run_checked(args: RunArgs) -> Result<u8, Failure> {
         lock_dies_with_parent: session_lock,
         held: kernel_lock,
     };
-    let child = match spawn(&args.command, &guard, supervision, terminal.as_ref()) {
+    let child = match spawn(&args.command, &guard, slot, supervision, terminal.as_ref()) {
         Ok(started) => started,
         Err(e) => {
             if let Some(terminal) = &terminal {
@@ -271,6 +291,12 @@ async fn run_checked(args: RunArgs) -> Result<u8, Failure> {
             message: format!("lost track of the command: {e}"),
         }),
     }
+}
+
+/// A permit's guard and slot.
+fn permit(permit: Permit) -> (Guard, Option<u32>) {
+    let slot = permit.slot();
+    (permit.into_guard(), Some(slot))
 }
 
 /// `lockwise run --key K` without a command, as `etcdctl lock K`: prints the fencing token,
@@ -332,6 +358,7 @@ pub(crate) async fn locker(url: Option<&str>) -> Result<(Locker, Option<FileBack
 fn spawn(
     command: &[OsString],
     guard: &Guard,
+    slot: Option<u32>,
     supervision: Supervision,
     terminal: Option<&Terminal>,
 ) -> io::Result<(Child, DeadlineFeed)> {
@@ -340,6 +367,10 @@ fn spawn(
     supervised
         .env("LOCKWISE_FENCING_TOKEN", guard.token().to_string())
         .env("LOCKWISE_LOCK_KEY", guard.key());
+    match slot {
+        Some(slot) => supervised.env("LOCKWISE_PERMIT", slot.to_string()),
+        None => supervised.env_remove("LOCKWISE_PERMIT"),
+    };
     if let Some(terminal) = terminal {
         terminal.give_to_child(&mut supervised);
     }

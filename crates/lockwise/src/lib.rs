@@ -54,7 +54,8 @@
 //! - the lease core: [`Locker`], [`Guard`], [`LockOptions`] and [`Retry`], [`lease`] (owner
 //!   and fencing tokens, the local deadline), [`Error`];
 //! - [`backend`]: the small trait and one file per server;
-//! - built on [`Locker`]: [`election`] (leader election), [`partition`] (each worker its own
+//! - built on [`Locker`]: [`semaphore`] (at most N holders, a fencing token per permit),
+//!   [`election`] (leader election), [`partition`] (each worker its own
 //!   keys, with live membership) and [`singleton`] (a job once per period, with [`postgres`]);
 //! - [`postgres`]: tools for the caller's own transaction (fenced writes, `run_once`,
 //!   transaction-scoped locks); [`queue`]: a job queue on PostgreSQL or MariaDB;
@@ -82,6 +83,7 @@ pub mod postgres;
 #[cfg(any(feature = "postgres", feature = "mysql"))]
 pub mod queue;
 mod renewals;
+pub mod semaphore;
 #[cfg(feature = "postgres")]
 pub mod singleton;
 pub mod url;
@@ -92,5 +94,6 @@ pub use guard::Guard;
 pub use lease::{FencingToken, MAX_KEY_LEN, MAX_TTL, MIN_TTL, OwnerToken};
 pub use locker::Locker;
 pub use options::{LockOptions, Retry};
+pub use semaphore::{Permit, Semaphore};
 #[cfg(feature = "postgres")]
 pub use singleton::Singleton;

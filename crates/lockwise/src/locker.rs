@@ -306,6 +306,25 @@ impl Locker {
         }
     }
 
+    /// One attempt on `key` for a caller that waits on its own (a [`Semaphore`](crate::Semaphore)
+    /// tries several keys): `Err(expires_in)` when the key is held, here without a round trip
+    /// while another task of this locker holds or waits for it ([`LockOptions::fair`]).
+    pub(crate) async fn attempt_once(
+        &self,
+        key: &str,
+        opts: &LockOptions,
+        give_up: Option<Instant>,
+    ) -> Result<Result<Guard, Option<std::time::Duration>>> {
+        let mut pass = None;
+        if opts.fair {
+            let Some(first) = self.gates.try_enter(key) else {
+                return Ok(Err(None));
+            };
+            pass = Some(first);
+        }
+        self.attempt(key, opts, give_up, &mut pass).await
+    }
+
     /// One attempt, answered within the call timeout and before `give_up` (an error otherwise).
     /// `Err(expires_in)` when someone else holds the lock, or when the grant came back too late
     /// to be used (it is released). A grant takes the caller's `pass`, if any, into its guard.

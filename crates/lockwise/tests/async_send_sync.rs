@@ -16,7 +16,8 @@ use lockwise::queue::{
     Claimed, ConnectOptions, Job, JobContext, JobId, JobInfo, Queue, Stats, Worker, WorkerReport,
 };
 use lockwise::{
-    Election, Error, FencingToken, Guard, LockOptions, Locker, OwnerToken, Retry, Role, Singleton,
+    Election, Error, FencingToken, Guard, LockOptions, Locker, OwnerToken, Permit, Retry, Role,
+    Semaphore, Singleton,
 };
 use sqlx::{Postgres, Transaction};
 use tokio_util::sync::CancellationToken;
@@ -35,6 +36,8 @@ fn public_types_are_send_and_sync() {
     send_sync::<FencingToken>();
     send_sync::<OwnerToken>();
     send_sync::<Election>();
+    send_sync::<Semaphore>();
+    send_sync::<Permit>();
     send_sync::<Role>();
     send_sync::<Singleton>();
     send_sync::<Store>();
@@ -73,7 +76,12 @@ fn futures_of_the_main_async_methods_are_send(
     singleton: &Singleton,
     store: &Store,
     tx: &mut Transaction<'_, Postgres>,
+    semaphore: &Semaphore,
+    permit: Permit,
 ) {
+    send(&semaphore.acquire(opts));
+    send(&semaphore.try_acquire(opts));
+    send(&permit.release());
     send(&locker.acquire("k", opts));
     send(&locker.try_acquire("k", opts));
     send(&guard.is_held());

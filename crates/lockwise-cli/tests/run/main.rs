@@ -161,7 +161,8 @@ fn mariadb(url: &str, sql: &str) -> String {
 impl Drop for Backend {
     fn drop(&mut self) {
         if let Backend::Redis(ns) = self {
-            ns.delete_matching(&format!("lockwise:{{{}-job}}", ns.prefix()));
+            // The lock, its counter, and a semaphore's permits (`…-job#permit-N`).
+            ns.delete_matching(&format!("lockwise:{{{}-job", ns.prefix()));
         }
     }
 }
@@ -201,6 +202,7 @@ mod deaths;
 mod holding;
 mod meta;
 mod operator;
+mod semaphore;
 mod terminal;
 #[allow(unused_imports)]
 use basics::*;
@@ -214,6 +216,8 @@ use holding::*;
 use meta::*;
 #[allow(unused_imports)]
 use operator::*;
+#[allow(unused_imports)]
+use semaphore::*;
 #[allow(unused_imports)]
 use terminal::*;
 
@@ -269,5 +273,7 @@ on_backends!(
     the_command_is_gone_before_the_lease_runs_out,
     a_frozen_holder_loses_the_lock_after_its_ttl,
     a_frozen_lockwise_does_not_outlive_its_lease,
-    renewals_keep_the_command_alive
+    renewals_keep_the_command_alive,
+    limit_runs_at_most_n_commands_at_once,
+    a_frozen_permit_holder_is_fenced
 );

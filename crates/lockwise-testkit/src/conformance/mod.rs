@@ -40,6 +40,7 @@ use lockwise::Locker;
 
 mod cases;
 mod held_cases;
+mod semaphore_cases;
 
 /// How the suite reaches one backend: fresh clients of one store private to a test, and what
 /// the backend supports.
@@ -132,6 +133,9 @@ macro_rules! __for_each_case {
             a_waiter_returns_when_the_holders_ttl_runs_out,
             held_locks_are_listed_with_their_tokens_holders_and_waiters,
             a_broken_lock_is_lost_by_its_holder_and_granted_above_its_token,
+            a_semaphore_grants_at_most_its_permits,
+            a_semaphore_waiter_gets_a_freed_permit_and_times_out_typed,
+            a_frozen_permit_holder_is_fenced,
         }
     };
 }
