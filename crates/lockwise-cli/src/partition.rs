@@ -1,10 +1,11 @@
 //! `lockwise partition`: join a partition group and run a command over this member's keys,
-//! restarting it on every generation change — the partitioning analogue of `lockwise run`.
+//! restarting it when a generation changes them — the partitioning analogue of `lockwise run`.
 
 use std::ffi::OsString;
 use std::io;
 use std::time::Duration;
 
+use lockwise::partition::hash::NAMED_KEY_SET;
 use lockwise::partition::{Group, KeyHold, Member, MemberOptions};
 use lockwise::url::BackendUrl;
 use nix::sys::signal::Signal;
@@ -20,8 +21,9 @@ const EXIT_CODES: &str = "\
 Exit codes:
   the command's own    it exited by itself (128+N if signal N killed it); lockwise leaves the group
   126, 127             the command could not be executed / was not found
-  64                   usage error: arguments, group, id, TTL or URL; --keys 0; --keys other than
-                       the group's (its first member's)
+  64                   usage error: arguments, group, id, TTL or URL; --keys 0; a key space other
+                       than the group's (its first member's --keys, --key or --keys-file); a
+                       named key that is empty or holds a comma or a control character
   69                   backend failure: refused, authentication, TLS, protocol, timeout
   70                   the membership was lost (the lease ran out): the command got SIGKILL
   75                   member id in use: a live member of the group has this --id
@@ -29,10 +31,12 @@ Exit codes:
                        then lockwise left the group
 
 The command gets LOCKWISE_GROUP, LOCKWISE_MEMBER, LOCKWISE_GENERATION and LOCKWISE_KEYS (the
-owned key indexes among 0..N-1, comma-separated) in its environment. It starts only once its
-generation is settled (every live member stopped the work on the keys it lost), and on every
-generation change it gets SIGTERM (SIGKILL after --kill-after) and starts again with its new
-keys. If lockwise itself is frozen (SIGSTOP, starved of CPU) while the command runs on, the
+owned keys, comma-separated: indexes among 0..N-1, or the names given with --key or
+--keys-file) in its environment. It starts only once its generation is settled (every live
+member stopped the work on the keys it lost). When a new generation changes this member's keys
+the command gets SIGTERM (SIGKILL after --kill-after) and starts again with its new keys; when
+its keys stay the same it runs on (its LOCKWISE_GENERATION, the one it started in, still fences
+its keys: a key that moves away stops it first). If lockwise itself is frozen (SIGSTOP, starved of CPU) while the command runs on, the
 command still dies by the membership lease's local deadline (SIGTERM --kill-after before it, at
 most TTL/4; SIGKILL at it), before another member can take its keys. Pass LOCKWISE_GENERATION
 as the fencing token of your writes: the fence stops the late writes of anything that outlives
@@ -54,6 +58,13 @@ pub(crate) struct PartitionArgs {
     /// refuses a member with another
     #[arg(long, default_value_t = 1000, value_name = "N", value_parser = clap::value_parser!(u32).range(1..))]
     keys: u32,
+    /// A named key of the key space instead of 0..N-1 (repeat it: --key eu --key us); every
+    /// member must give the same set
+    #[arg(long = "key", value_name = "K", conflicts_with_all = ["keys", "keys_file"])]
+    key: Vec<String>,
+    /// A file of named keys, one per line (blank lines skipped), instead of 0..N-1
+    #[arg(long, value_name = "PATH", conflicts_with = "keys")]
+    keys_file: Option<std::path::PathBuf>,
     /// This member's id [default: the process id and a random suffix]
     #[arg(long, value_name = "ID")]
     id: Option<String>,
@@ -107,13 +118,26 @@ async fn partition(args: PartitionArgs) -> Result<u8, Failure> {
             "memory: cannot share a group between processes; use redis:// or postgres://",
         ));
     }
+    let named = named_keys(&args)?;
     args.metrics.install()?;
     let group = Group::connect(&args.url, &args.group).await?;
-    let mut opts = MemberOptions::ttl(args.ttl).key_space(u64::from(args.keys));
+    let mut opts = MemberOptions::ttl(args.ttl);
+    opts = match &named {
+        Some(names) => opts.key_set(names),
+        None => opts.key_space(u64::from(args.keys)),
+    };
     if let Some(id) = &args.id {
         opts = opts.id(id);
     }
     let member = group.join(&opts).await.map_err(|e| match e {
+        lockwise::Error::KeySpaceMismatch {
+            group,
+            stored,
+            requested,
+        } if (stored | requested) & NAMED_KEY_SET != 0 => Failure::usage(format!(
+            "group {group:?} partitions another key space than this member's (its members run \
+             with other --keys, --key or --keys-file)"
+        )),
         lockwise::Error::KeySpaceMismatch {
             group,
             stored,
@@ -127,7 +151,8 @@ async fn partition(args: PartitionArgs) -> Result<u8, Failure> {
     // The command must be gone before the server can expire the membership: its supervisor
     // sends SIGTERM `lease_grace` before the local deadline and SIGKILL at it.
     let lease_grace = args.kill_after.min(args.ttl / 4);
-    let keys: Vec<String> = (0..args.keys).map(|k| k.to_string()).collect();
+    let keys: Vec<String> =
+        named.unwrap_or_else(|| (0..args.keys).map(|k| k.to_string()).collect());
     let mut changes = member.assignment();
     loop {
         // Wait for a settled generation.
@@ -175,6 +200,7 @@ async fn partition(args: PartitionArgs) -> Result<u8, Failure> {
         let stop = supervise(
             child,
             &holds,
+            &keys,
             &member,
             &mut changes,
             generation,
@@ -276,6 +302,7 @@ struct Grace {
 async fn supervise(
     mut child: Child,
     holds: &[KeyHold],
+    keys: &[String],
     member: &Member,
     changes: &mut tokio::sync::watch::Receiver<lockwise::partition::Assignment>,
     generation: lockwise::FencingToken,
@@ -316,7 +343,8 @@ async fn supervise(
                 let a = changes.borrow_and_update().clone();
                 if changed.is_err() || a.lost {
                     decided = Some((Stop::Lost, Signal::SIGKILL));
-                } else if a.generation != generation {
+                } else if a.generation != generation && !same_keys(&a, keys, holds) {
+                    // This member's keys changed; with the same keys the command runs on.
                     decided = Some((Stop::Generation, Signal::SIGTERM));
                 }
             }
@@ -394,6 +422,61 @@ async fn supervise(
         }
     }
     stop.unwrap_or(Stop::Exited(exited.unwrap_or(exit::BACKEND)))
+}
+
+/// Whether `assignment` gives this member exactly the keys it holds.
+fn same_keys(
+    assignment: &lockwise::partition::Assignment,
+    keys: &[String],
+    holds: &[KeyHold],
+) -> bool {
+    let held: std::collections::HashSet<&str> = holds.iter().map(KeyHold::key).collect();
+    let owned: std::collections::HashSet<&str> = keys
+        .iter()
+        .filter(|k| assignment.owns(k))
+        .map(String::as_str)
+        .collect();
+    held == owned
+}
+
+/// The named keys of `--key` or `--keys-file`, without duplicates, in the order given; `None`
+/// for the key space `0..--keys`.
+fn named_keys(args: &PartitionArgs) -> Result<Option<Vec<String>>, Failure> {
+    let mut given = args.key.clone();
+    if let Some(path) = &args.keys_file {
+        let text = std::fs::read_to_string(path).map_err(|e| {
+            Failure::usage(format!("cannot read --keys-file {}: {e}", path.display()))
+        })?;
+        given.extend(
+            text.lines()
+                .map(str::trim)
+                .filter(|l| !l.is_empty())
+                .map(str::to_owned),
+        );
+        if given.is_empty() {
+            return Err(Failure::usage(format!(
+                "--keys-file {} names no key",
+                path.display()
+            )));
+        }
+    }
+    if given.is_empty() {
+        return Ok(None);
+    }
+    let mut seen = std::collections::HashSet::new();
+    let mut keys = Vec::new();
+    for key in given {
+        if key.is_empty() || key.contains(',') || key.chars().any(char::is_control) {
+            return Err(Failure::usage(format!(
+                "invalid key {key:?}: a named key is not empty and holds no comma or control \
+                 character (LOCKWISE_KEYS separates them with commas)"
+            )));
+        }
+        if seen.insert(key.clone()) {
+            keys.push(key);
+        }
+    }
+    Ok(Some(keys))
 }
 
 /// Says that the membership lease ran out while lockwise could not renew it: it was not

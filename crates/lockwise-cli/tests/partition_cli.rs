@@ -164,6 +164,130 @@ fn partition_and_members_on_a_redis_cluster() {
     scenario(&cluster.url(), "reports");
 }
 
+/// A member over named keys (`--key`, or `--keys-file` with the same set) whose command
+/// writes "<id> <generation> <keys>" to `out`.
+fn named_member(url: &str, id: &str, keys: &[&str], out: &std::path::Path) -> Child {
+    let script = format!(
+        "echo \"$LOCKWISE_MEMBER $LOCKWISE_GENERATION $LOCKWISE_KEYS\" >> {}; exec sleep 60",
+        out.display()
+    );
+    Command::new(BIN)
+        .args(["partition", "--url", url, "--group", "regions", "--id", id])
+        .args(keys)
+        .args([
+            "--ttl",
+            "1s",
+            "--kill-after",
+            "1s",
+            "--",
+            "sh",
+            "-c",
+            &script,
+        ])
+        .stdout(Stdio::null())
+        .spawn()
+        .unwrap()
+}
+
+/// The lines `id`'s command wrote: (generation, keys).
+fn starts(out: &std::path::Path, id: &str) -> Vec<(u64, String)> {
+    let text = std::fs::read_to_string(out).unwrap_or_default();
+    text.lines()
+        .filter_map(|l| l.strip_prefix(&format!("{id} ")))
+        .map(|rest| {
+            let (generation, keys) = rest.split_once(' ').unwrap_or((rest, ""));
+            (generation.parse().unwrap(), keys.to_owned())
+        })
+        .collect()
+}
+
+/// Named keys: the command sees their names. A member whose keys a new generation leaves as
+/// they were runs on (not restarted); one whose keys change starts again with the new ones.
+/// Another key set, and a key with a comma, are refused (64).
+#[test]
+fn named_keys_and_members_whose_keys_stay_run_on() {
+    use lockwise::partition::rendezvous_owner;
+    let dir = tempfile::tempdir().unwrap();
+    let url = format!("file://{}", dir.path().join("locks").display());
+    let out = dir.path().join("starts");
+    let file = dir.path().join("keys");
+    std::fs::write(&file, "eu\n\nus\n").unwrap();
+    let by_file = ["--keys-file", file.to_str().unwrap()];
+    // b takes none of a's keys; c takes one of them.
+    let owner = |key: &str, ids: &[&str]| rendezvous_owner(key, ids).unwrap().to_owned();
+    let ids: Vec<String> = (0..200).map(|n| format!("m{n}")).collect();
+    let b = ids
+        .iter()
+        .find(|b| ["eu", "us"].iter().all(|k| owner(k, &["a", b]) == "a"))
+        .unwrap()
+        .clone();
+    let c = ids
+        .iter()
+        .find(|c| {
+            **c != b
+                && ["eu", "us"]
+                    .iter()
+                    .filter(|k| owner(k, &["a", &b, c]) == c.as_str())
+                    .count()
+                    == 1
+        })
+        .unwrap()
+        .clone();
+    let mut a_member = named_member(&url, "a", &["--key", "eu", "--key", "us"], &out);
+    wait_for("a with both keys", || {
+        starts(&out, "a")
+            .last()
+            .filter(|(_, k)| k == "eu,us")
+            .map(|_| ())
+    });
+    let mut b_member = named_member(&url, &b, &by_file, &out);
+    wait_for("b started without keys", || {
+        starts(&out, &b)
+            .last()
+            .filter(|(_, k)| k.is_empty())
+            .map(|_| ())
+    });
+    std::thread::sleep(Duration::from_millis(1_000));
+    assert_eq!(
+        starts(&out, "a").len(),
+        1,
+        "a's keys did not change: not restarted"
+    );
+    let mut c_member = named_member(&url, &c, &by_file, &out);
+    let (_, kept) = wait_for("a restarted with one key", || {
+        let all = starts(&out, "a");
+        (all.len() == 2).then(|| all[1].clone())
+    });
+    let (_, taken) = wait_for("c with one key", || starts(&out, &c).last().cloned());
+    assert_eq!(kept.split(',').count(), 1, "{kept}");
+    assert_ne!(kept, taken);
+    assert_eq!(starts(&out, &b).len(), 1, "b's keys (none) did not change");
+    for (args, why) in [
+        (vec!["--key", "eu"], "another key set"),
+        (vec!["--key", "eu,us"], "a comma"),
+    ] {
+        let refused = Command::new(BIN)
+            .args([
+                "partition",
+                "--url",
+                &url,
+                "--group",
+                "regions",
+                "--ttl",
+                "1s",
+            ])
+            .args(&args)
+            .args(["--", "true"])
+            .output()
+            .unwrap();
+        assert_eq!(refused.status.code(), Some(64), "{why}: {refused:?}");
+    }
+    for member in [&mut a_member, &mut b_member, &mut c_member] {
+        kill(Pid::from_raw(member.id() as i32), Signal::SIGTERM).unwrap();
+        assert_eq!(member.wait().unwrap().code(), Some(128 + 15));
+    }
+}
+
 #[test]
 fn bad_input_exits_64() {
     for args in [

@@ -39,6 +39,36 @@ pub fn key_hash(key: &str) -> u64 {
     })
 }
 
+/// The bit that marks a key space as a set of named keys ([`key_set_id`]), not a count.
+pub const NAMED_KEY_SET: u64 = 1 << 63;
+
+/// The key space of a set of named keys, as [`MemberOptions::key_set`](super::MemberOptions::key_set)
+/// stores it: [`NAMED_KEY_SET`] with 63 bits of SHA-256 over the distinct keys in byte order,
+/// each followed by a newline. The same set gives the same id, in any order and on any version.
+///
+/// ```
+/// use lockwise::partition::hash::{NAMED_KEY_SET, key_set_id};
+/// let id = key_set_id(&["eu", "us"]);
+/// assert_eq!(id, key_set_id(&["us", "eu", "us"]));
+/// assert_ne!(id, key_set_id(&["eu"]));
+/// assert!(id & NAMED_KEY_SET != 0);
+/// ```
+pub fn key_set_id<S: AsRef<str>>(keys: &[S]) -> u64 {
+    use sha2::{Digest, Sha256};
+    let mut sorted: Vec<&str> = keys.iter().map(AsRef::as_ref).collect();
+    sorted.sort_unstable();
+    sorted.dedup();
+    let mut digest = Sha256::new();
+    for key in sorted {
+        digest.update(key.as_bytes());
+        digest.update(b"\n");
+    }
+    let bytes = digest.finalize();
+    let mut first = [0u8; 8];
+    first.copy_from_slice(&bytes[..8]);
+    NAMED_KEY_SET | (u64::from_be_bytes(first) >> 1)
+}
+
 /// The lesson's static partitioning: the index (`0..total`) of the worker that owns `key`,
 /// `key_hash(key) % total`. Every key moves when `total` changes; use a
 /// [`Group`](super::Group) when workers come and go.

@@ -225,7 +225,11 @@ impl Group {
                 requested,
             });
         }
-        let space = keys.or(roster.keys);
+        // A set of named keys is stored as its id, not a count: its members' keys are not
+        // counted here.
+        let space = keys
+            .or(roster.keys)
+            .filter(|n| n & hash::NAMED_KEY_SET == 0);
         let mut counts = vec![0u64; roster.view.len()];
         for key in 0..space.unwrap_or(0) {
             if let Some(owner) = rendezvous_owner(&key.to_string(), &roster.view)

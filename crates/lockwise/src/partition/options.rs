@@ -48,6 +48,15 @@ impl MemberOptions {
         self
     }
 
+    /// The group partitions these named keys (any order, duplicates ignored): stored as their
+    /// [`key_set_id`](super::hash::key_set_id), checked as [`key_space`](Self::key_space) is, so
+    /// that every member works on the same set.
+    #[must_use]
+    pub fn key_set<S: AsRef<str>>(mut self, keys: &[S]) -> Self {
+        self.key_space = Some(super::hash::key_set_id(keys));
+        self
+    }
+
     /// The member's id (default: the process id and a random suffix). Printable ASCII without
     /// spaces, braces or `/`, at most 100 bytes. Keys are assigned by id, so a member that comes
     /// back with the same id gets the same keys back.
