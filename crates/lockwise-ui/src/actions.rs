@@ -103,22 +103,37 @@ pub(crate) async fn delete(
     .into_response())
 }
 
+/// The queue a queue-level action is allowed to change: `Err` with the refusal (403 without
+/// actions or the CSRF token, 404 without a store, 400 for a name the store would refuse).
+#[allow(clippy::result_large_err)] // the refusal is the handler's answer as it stands
+fn queue_for_action(
+    state: &State,
+    csrf: Option<&str>,
+    queue: &str,
+) -> Result<lockwise::queue::Queue, Response> {
+    if let Some(refused) = refuse_action(state, csrf) {
+        return Err(refused);
+    }
+    let Some(queues) = &state.queues else {
+        return Err(no_store());
+    };
+    if let Err(e) = lockwise::queue::check_queue_name(queue) {
+        return Err((StatusCode::BAD_REQUEST, e.to_string()).into_response());
+    }
+    Ok(queues.named(queue.to_owned()))
+}
+
 /// Retries every dead letter of `queue`.
 pub(crate) async fn retry_dead(
     Shared(state): Shared<Arc<State>>,
     Path(queue): Path<String>,
     Form(form): Form<Plain>,
 ) -> Answer {
-    if let Some(refused) = refuse_action(&state, form.csrf.as_deref()) {
-        return Ok(refused);
-    }
-    let Some(queues) = &state.queues else {
-        return Ok(no_store());
+    let q = match queue_for_action(&state, form.csrf.as_deref(), &queue) {
+        Ok(q) => q,
+        Err(refused) => return Ok(refused),
     };
-    if let Err(e) = lockwise::queue::check_queue_name(&queue) {
-        return Ok((StatusCode::BAD_REQUEST, e.to_string()).into_response());
-    }
-    queues.named(queue.clone()).retry_all().await?;
+    q.retry_all().await?;
     Ok(Redirect::to(&format!("/dead?queue={}", encode(&queue))).into_response())
 }
 
@@ -128,18 +143,40 @@ pub(crate) async fn purge_dead(
     Path(queue): Path<String>,
     Form(form): Form<Plain>,
 ) -> Answer {
-    if let Some(refused) = refuse_action(&state, form.csrf.as_deref()) {
-        return Ok(refused);
-    }
-    let Some(queues) = &state.queues else {
-        return Ok(no_store());
+    let q = match queue_for_action(&state, form.csrf.as_deref(), &queue) {
+        Ok(q) => q,
+        Err(refused) => return Ok(refused),
     };
-    if let Err(e) = lockwise::queue::check_queue_name(&queue) {
-        return Ok((StatusCode::BAD_REQUEST, e.to_string()).into_response());
-    }
-    let queues = queues.named(queue.clone());
-    queues.purge_dead(Duration::ZERO).await?;
+    q.purge_dead(Duration::ZERO).await?;
     Ok(Redirect::to(&format!("/dead?queue={}", encode(&queue))).into_response())
+}
+
+/// Pauses `queue`: workers claim none of its jobs until it is resumed.
+pub(crate) async fn pause(
+    Shared(state): Shared<Arc<State>>,
+    Path(queue): Path<String>,
+    Form(form): Form<Plain>,
+) -> Answer {
+    let q = match queue_for_action(&state, form.csrf.as_deref(), &queue) {
+        Ok(q) => q,
+        Err(refused) => return Ok(refused),
+    };
+    q.pause().await?;
+    Ok(Redirect::to("/queues").into_response())
+}
+
+/// Resumes `queue`.
+pub(crate) async fn resume(
+    Shared(state): Shared<Arc<State>>,
+    Path(queue): Path<String>,
+    Form(form): Form<Plain>,
+) -> Answer {
+    let q = match queue_for_action(&state, form.csrf.as_deref(), &queue) {
+        Ok(q) => q,
+        Err(refused) => return Ok(refused),
+    };
+    q.resume().await?;
+    Ok(Redirect::to("/queues").into_response())
 }
 
 /// Breaks the lock `key` on backend number `backend` (in the Locks page's order).

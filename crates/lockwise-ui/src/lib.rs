@@ -152,6 +152,8 @@ fn routes(state: Arc<State>) -> Router {
         .route("/jobs/{id}/run-now", post(actions::run_now))
         .route("/queues/{queue}/dead/retry", post(actions::retry_dead))
         .route("/queues/{queue}/dead/purge", post(actions::purge_dead))
+        .route("/queues/{queue}/pause", post(actions::pause))
+        .route("/queues/{queue}/resume", post(actions::resume))
         .route("/locks/unlock", post(actions::unlock))
         .route("/assets/style.css", get(pages::style))
         .route("/assets/live.js", get(pages::script))

@@ -244,6 +244,28 @@ async fn pages_and_actions(q: Queue) {
     .await;
     assert_eq!(status, StatusCode::BAD_REQUEST, "a queue name with NUL");
 
+    // Pause and resume from the Queues page.
+    let (status, _, answer) = post(&acting, "/queues/mail/pause", &format!("csrf={token}")).await;
+    assert_eq!(
+        (status, location(&answer)),
+        (StatusCode::SEE_OTHER, "/queues")
+    );
+    assert!(q.is_paused().await.unwrap());
+    let (_, page) = get(&acting, "/queues").await;
+    assert!(
+        page.contains("paused") && page.contains("/queues/mail/resume"),
+        "{page}"
+    );
+    let (status, _, _) = post(&acting, "/queues/mail/resume", "csrf=wrong").await;
+    assert_eq!(status, StatusCode::FORBIDDEN);
+    assert!(
+        q.is_paused().await.unwrap(),
+        "a refused resume changes nothing"
+    );
+    let (status, _, _) = post(&acting, "/queues/mail/resume", &format!("csrf={token}")).await;
+    assert_eq!(status, StatusCode::SEE_OTHER);
+    assert!(!q.is_paused().await.unwrap());
+
     // The retried jobs run first, so that the next claim takes the new one.
     let ready = q
         .protocol()

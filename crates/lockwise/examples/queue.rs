@@ -1,18 +1,19 @@
 //! The job queue on PostgreSQL: enqueue (with an idempotency key, and inside your own
-//! transaction), then drain it with a worker whose handlers run concurrently.
+//! transaction), then drain it with a worker whose handlers run concurrently; a periodic
+//! schedule, and pausing a queue.
 //!
 //! ```sh
 //! cargo run -p lockwise --example queue   # LOCKWISE_POSTGRES_URL or the local server
 //! ```
 //! It works in a schema of its own (`lockwise_example_queue_<pid>`) and drops it at the end.
-//! The README's queue example is the region between `ANCHOR` lines (checked by
+//! The README's queue examples are the regions between `ANCHOR` lines (checked by
 //! `tests/readme.rs`).
 
 use std::sync::Arc;
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::time::Duration;
 
-use lockwise::queue::{Job, Queue, Worker};
+use lockwise::queue::{Job, Queue, Schedule, Worker};
 use serde_json::json;
 use sqlx::AssertSqlSafe;
 use sqlx::postgres::{PgPool, PgPoolOptions};
@@ -78,5 +79,23 @@ async fn demo(pool: &PgPool, schema: &str) -> Result<(), Box<dyn std::error::Err
         .await?;
     // ANCHOR_END: queue
     println!("done: {}, failed: {}", report.done, report.failed);
+    let stop = CancellationToken::new();
+    // ANCHOR: periodic
+    let reports = Queue::with_schema(pool.clone(), schema, "reports")?;
+    // One job per period however many instances run it (cron on UTC, or Schedule::every).
+    let nightly = reports.periodic(
+        "nightly-sales",
+        Schedule::cron("0 3 * * *")?,
+        Job::new(json!({"report": "sales"})),
+    )?;
+    let scheduler = tokio::spawn({
+        let stop = stop.clone();
+        async move { nightly.run(stop).await }
+    });
+    reports.pause().await?; // workers claim none of its jobs (within a poll) until resumed
+    reports.resume().await?;
+    // ANCHOR_END: periodic
+    stop.cancel();
+    scheduler.await??;
     Ok(())
 }

@@ -125,6 +125,15 @@ async fn everything_works_as(lock_url: &str, queue_url: &str, schema: &str, post
     stop.cancel();
     idle.await.unwrap().unwrap();
     assert!(queue.workers().await.unwrap().is_empty());
+    // Pausing, and a periodic schedule's tick, with these grants only.
+    assert!(queue.pause().await.unwrap());
+    assert!(queue.is_paused().await.unwrap());
+    assert!(queue.resume().await.unwrap());
+    let every = lockwise::queue::Schedule::every(Duration::from_secs(1)).unwrap();
+    let periodic = queue
+        .periodic("grants", every, Job::new(serde_json::json!(1)))
+        .unwrap();
+    assert!(periodic.tick().await.unwrap().is_empty(), "a new schedule");
     if postgres {
         // The maintenance empties a drained ring segment without the TRUNCATE privilege
         // (through the schema's SECURITY DEFINER function), and nothing else.
@@ -356,6 +365,14 @@ async fn postgres_grants_made_at_version_4_still_work_after_the_migrations() {
             .await
             .unwrap();
             assert!(!public, "nor migration 6's");
+            // Migration 15's tables, granted as `ready` was.
+            assert!(queue.pause().await.unwrap());
+            assert!(queue.resume().await.unwrap());
+            let every = lockwise::queue::Schedule::every(Duration::from_secs(1)).unwrap();
+            let periodic = queue
+                .periodic("grants", every, Job::new(serde_json::json!(1)))
+                .unwrap();
+            assert!(periodic.tick().await.unwrap().is_empty());
         }
     })
     .await;

@@ -267,6 +267,28 @@ pub(super) async fn cancel(conn: &Conn, id: i64) -> Result<(), Failure> {
     Ok(())
 }
 
+/// `queue cancel --all --queue Q [--state S]…` (default: ready and scheduled).
+pub(super) async fn cancel_all(
+    conn: &Conn,
+    queue: &str,
+    mut states: Vec<JobState>,
+) -> Result<(), Failure> {
+    lockwise::queue::check_queue_name(queue)?;
+    if states.is_empty() {
+        states = vec![JobState::Ready, JobState::Scheduled];
+    }
+    if let Some(finished) = states.iter().find(|s| s.is_finished()) {
+        return Err(Failure::usage(format!(
+            "--state {finished}: only ready, scheduled and running jobs can be cancelled"
+        )));
+    }
+    let store = open(conn, queue, 1, Store::Existing).await?;
+    let cancelled = store.cancel_all(&states).await?;
+    let jobs = if cancelled == 1 { "job" } else { "jobs" };
+    eprintln!("lockwise: cancelled {cancelled} {jobs} of queue {queue:?}");
+    Ok(())
+}
+
 /// `queue prune --done/--cancelled --older-than D [--queue Q]`.
 pub(super) async fn prune(
     conn: &Conn,

@@ -12,10 +12,12 @@ use crate::{duration, exit};
 mod conn;
 mod enqueue;
 mod inspect;
+mod schedule;
 mod work;
 
 use conn::{Conn, Store, open};
 use enqueue::{EnqueueArgs, read_jsonl, read_payload};
+use schedule::{PauseArgs, ScheduleArgs};
 use work::{WorkArgs, work};
 
 const EXIT_CODES: &str = "\
@@ -75,12 +77,19 @@ enum QueueCommand {
     /// Make a job due later (delayed, or waiting to retry) due now
     RunNow(RunNowArgs),
     /// Cancel a job that has not finished: a ready or scheduled job will not run; a running
-    /// one's handler is stopped at its worker's next heartbeat (within a third of its lease)
+    /// one's handler is stopped at its worker's next heartbeat (within a third of its lease).
+    /// With --all --queue Q, every waiting job of Q (or those in --state)
     Cancel(CancelArgs),
     /// Delete dead letters older than a duration
     Purge(PurgeArgs),
     /// Delete done (and/or cancelled) jobs older than a duration
     Prune(PruneArgs),
+    /// Pause a queue: workers claim none of its jobs until it is resumed (running workers
+    /// within one poll interval); its jobs stay and enqueueing goes on
+    Pause(PauseArgs),
+    /// Resume a paused queue
+    Resume(PauseArgs),
+    Schedule(ScheduleArgs),
 }
 
 #[derive(Debug, clap::Args)]
@@ -166,8 +175,22 @@ struct CancelArgs {
     #[command(flatten)]
     conn: Conn,
     /// The job's id
-    #[arg(value_name = "JOB_ID")]
-    id: i64,
+    #[arg(
+        value_name = "JOB_ID",
+        required_unless_present = "all",
+        conflicts_with = "all"
+    )]
+    id: Option<i64>,
+    /// Cancel every unfinished job of --queue in the --state given (default: ready and
+    /// scheduled, the jobs waiting), in one statement; prints how many on stderr
+    #[arg(long, requires = "queue")]
+    all: bool,
+    /// The queue, with --all
+    #[arg(long, value_name = "Q", requires = "all")]
+    queue: Option<String>,
+    /// With --all: ready, scheduled or running (repeat it for several)
+    #[arg(long = "state", value_parser = state_parser(), value_name = "STATE", requires = "all")]
+    states: Vec<JobState>,
 }
 
 #[derive(Debug, clap::Args)]
@@ -264,6 +287,7 @@ pub(crate) async fn run(args: QueueArgs) -> u8 {
     };
     let outcome = match command {
         QueueCommand::Work(a) => work(a).await,
+        QueueCommand::Schedule(a) => schedule::schedule(a).await,
         command => tokio::time::timeout(bound, dispatch(command))
             .await
             .unwrap_or_else(|_| {
@@ -447,7 +471,11 @@ async fn dispatch(command: QueueCommand) -> Result<u8, Failure> {
             lockwise::queue::check_queue_name(&a.queue)?;
             inspect::list(&a.conn, &a.queue, a.state, a.limit, a.json).await?;
         }
-        QueueCommand::Cancel(a) => inspect::cancel(&a.conn, a.id).await?,
+        QueueCommand::Cancel(a) => match (a.id, a.queue) {
+            (Some(id), _) => inspect::cancel(&a.conn, id).await?,
+            (None, Some(queue)) => inspect::cancel_all(&a.conn, &queue, a.states).await?,
+            (None, None) => return Err(Failure::usage("give a JOB_ID, or --all --queue Q")),
+        },
         QueueCommand::Prune(a) => {
             if let Some(queue) = &a.queue {
                 lockwise::queue::check_queue_name(queue)?;
@@ -474,7 +502,10 @@ async fn dispatch(command: QueueCommand) -> Result<u8, Failure> {
             let jobs = if purged == 1 { "job" } else { "jobs" };
             eprintln!("lockwise: purged {purged} dead {jobs}");
         }
+        QueueCommand::Pause(a) => return schedule::pause(a, true).await,
+        QueueCommand::Resume(a) => return schedule::pause(a, false).await,
         QueueCommand::Work(a) => return work(a).await, // (not bounded: it runs until stopped)
+        QueueCommand::Schedule(a) => return schedule::schedule(a).await,
     }
     Ok(0)
 }
@@ -501,6 +532,8 @@ impl QueueArgs {
             QueueCommand::Cancel(a) => &mut a.conn,
             QueueCommand::Purge(a) => &mut a.conn,
             QueueCommand::Prune(a) => &mut a.conn,
+            QueueCommand::Pause(a) | QueueCommand::Resume(a) => &mut a.conn,
+            QueueCommand::Schedule(a) => &mut a.conn,
         };
         vec![&mut conn.url]
     }

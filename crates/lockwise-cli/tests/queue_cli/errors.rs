@@ -105,7 +105,7 @@ pub(super) fn a_handler_that_cannot_run_stops_work_before_any_claim(s: Db) {
 /// queue's tables: on a store that was never migrated they exit 64 with a message that says
 /// so, and leave it as it was.
 pub(super) fn read_and_admin_commands_do_not_create_the_store(s: Db) {
-    let commands: [(&str, &[&str]); 10] = [
+    let commands: [(&str, &[&str]); 12] = [
         ("stats", &["--queue", "q"]),
         ("dead", &["--queue", "q", "--json"]),
         ("show", &["1"]),
@@ -116,6 +116,8 @@ pub(super) fn read_and_admin_commands_do_not_create_the_store(s: Db) {
         ("cancel", &["1"]),
         ("purge", &["--older-than", "1s"]),
         ("prune", &["--done", "--older-than", "1s"]),
+        ("pause", &["q"]),
+        ("resume", &["q"]),
     ];
     // Twice: had the first round created anything, the second would succeed.
     for round in 0..2 {

@@ -92,6 +92,7 @@ mod enqueue;
 mod errors;
 mod handlers;
 mod lifecycle;
+mod schedule;
 mod work;
 #[allow(unused_imports)]
 use admin::*;
@@ -104,6 +105,8 @@ use handlers::*;
 #[allow(unused_imports)]
 use lifecycle::*;
 #[allow(unused_imports)]
+use schedule::*;
+#[allow(unused_imports)]
 use work::*;
 
 macro_rules! on_databases {
@@ -115,6 +118,9 @@ macro_rules! on_databases {
 }
 
 on_databases!(
+    racing_schedulers_one_killed_enqueue_one_job_per_period,
+    pause_and_resume_a_queue_under_a_worker,
+    cancel_all_cancels_a_queue_s_waiting_jobs,
     enqueue_prints_the_id_the_handler_sees,
     stats_without_a_queue_lists_every_queue,
     workers_lists_a_running_worker_until_it_stops,

@@ -1,12 +1,12 @@
-//! Queues: every queue of the store with its counts by state, the oldest ready job's age and
-//! how fast it drained over the last minutes.
+//! Queues: every queue of the store with its counts by state, the oldest ready job's age, how
+//! fast it drained over the last minutes, and whether it is paused (with pause and resume).
 
 use std::sync::Arc;
 
 use axum::extract::State as Shared;
 use maud::{PreEscaped, html};
 
-use super::{Page, duration, encode, layout, not_configured};
+use super::{Page, action, duration, encode, layout, not_configured};
 use crate::State;
 use crate::pace::chart;
 
@@ -17,6 +17,7 @@ pub(crate) async fn page(Shared(state): Shared<Arc<State>>) -> Page {
     // The counts come from the store's cheap statistics (sealed counts plus what finished
     // since), never a scan of the history.
     let overview = queues.overview().await?;
+    let paused = queues.paused().await?;
     state.sample(&overview);
     let pace = state
         .pace
@@ -30,7 +31,7 @@ pub(crate) async fn page(Shared(state): Shared<Arc<State>>) -> Page {
                 thead { tr {
                     th { "queue" } th.n { "ready" } th.n { "scheduled" } th.n { "running" }
                     th.n { "done" } th.n { "dead" } th.n { "cancelled" } th { "oldest ready" }
-                    th.n { "done/min" } th { "last minutes" }
+                    th.n { "done/min" } th { "last minutes" } th {}
                 } }
                 tbody {
                     @for q in &overview {
@@ -46,6 +47,14 @@ pub(crate) async fn page(Shared(state): Shared<Arc<State>>) -> Page {
                             td { (duration(q.stats.oldest_ready)) }
                             td.n { (q.done_last_minute) }
                             td { (PreEscaped(chart(&pace.of(&q.queue), 120, 24))) }
+                            td.actions {
+                                @if paused.contains(&q.queue) {
+                                    span.paused { "paused" }
+                                    (action(&state, &format!("/queues/{name}/resume"), "Resume", html! {}))
+                                } @else {
+                                    (action(&state, &format!("/queues/{name}/pause"), "Pause", html! {}))
+                                }
+                            }
                         }
                     }
                 }

@@ -1,9 +1,9 @@
 //! Controlling jobs one at a time or a queue at once: retry, run now, cancel, delete, purge,
-//! prune; and reading them back (`job`, `list`).
+//! prune, pause and resume; and reading them back (`job`, `list`).
 
 use std::time::Duration;
 
-use super::{JobId, JobInfo, JobState, Queue, finished_state};
+use super::{JobId, JobInfo, JobState, Queue, check_queue_name, finished_state};
 use crate::error::Result;
 use crate::metrics::{self, JobEvent};
 
@@ -200,5 +200,96 @@ impl Queue {
             metrics::jobs(&self.name, JobEvent::Cancelled, 1);
         }
         Ok(cancelled)
+    }
+
+    /// Cancels this queue's unfinished jobs in `states` (any of [`Ready`](JobState::Ready),
+    /// [`Scheduled`](JobState::Scheduled) and [`Running`](JobState::Running)) in one statement,
+    /// as [`cancel`](Self::cancel) does one job; returns how many. A running job's handler is
+    /// stopped at its worker's next heartbeat.
+    ///
+    /// ```no_run
+    /// # async fn demo(q: lockwise::queue::Queue) -> lockwise::Result<()> {
+    /// use lockwise::queue::JobState;
+    /// let n = q.cancel_all(&[JobState::Ready, JobState::Scheduled]).await?; // what waits
+    /// # let _ = n; Ok(()) }
+    /// ```
+    ///
+    /// # Errors
+    ///
+    /// [`Error::InvalidConfig`](crate::Error::InvalidConfig) for a finished state (done, dead,
+    /// cancelled) or no state at all, before anything changes.
+    ///
+    /// # Cancel safety
+    ///
+    /// One statement, applied or not.
+    pub async fn cancel_all(&self, states: &[JobState]) -> Result<u64> {
+        check_queue_name(&self.name)?;
+        if states.is_empty() || states.iter().any(|s| s.is_finished()) {
+            return Err(crate::Error::config(format!(
+                "cancel_all takes ready, scheduled and running, not {states:?}"
+            )));
+        }
+        let has = |state| states.contains(&state);
+        let cancelled = self
+            .driver
+            .cancel_all(
+                &self.name,
+                has(JobState::Ready),
+                has(JobState::Scheduled),
+                has(JobState::Running),
+            )
+            .await?;
+        metrics::jobs(&self.name, JobEvent::Cancelled, cancelled);
+        Ok(cancelled)
+    }
+
+    /// Pauses this queue: its jobs stay, enqueueing goes on, but workers claim none of it
+    /// until [`resume`](Self::resume). A running worker stops claiming from it within one of
+    /// its poll intervals ([`Worker::poll_interval`](super::Worker::poll_interval), 1 s by
+    /// default); the jobs it already claimed run to their end. `false` when it was paused
+    /// already. Workers of lockwise versions before pausing ignore it.
+    ///
+    /// ```no_run
+    /// # async fn demo(q: lockwise::queue::Queue) -> lockwise::Result<()> {
+    /// q.pause().await?; // e.g. while the mail provider is down
+    /// assert!(q.is_paused().await?);
+    /// q.resume().await?; // workers claim again within a poll interval
+    /// # Ok(()) }
+    /// ```
+    ///
+    /// # Cancel safety
+    ///
+    /// One statement, applied or not.
+    pub async fn pause(&self) -> Result<bool> {
+        check_queue_name(&self.name)?;
+        self.driver.set_paused(&self.name, true).await
+    }
+
+    /// Resumes this queue after [`pause`](Self::pause); `false` when it was not paused.
+    ///
+    /// # Cancel safety
+    ///
+    /// One statement, applied or not.
+    pub async fn resume(&self) -> Result<bool> {
+        check_queue_name(&self.name)?;
+        self.driver.set_paused(&self.name, false).await
+    }
+
+    /// Whether this queue is paused.
+    ///
+    /// # Cancel safety
+    ///
+    /// Cancel safe: it only reads.
+    pub async fn is_paused(&self) -> Result<bool> {
+        Ok(self.paused().await?.iter().any(|q| **q == *self.name))
+    }
+
+    /// Every paused queue of the store, by name.
+    ///
+    /// # Cancel safety
+    ///
+    /// Cancel safe: it only reads.
+    pub async fn paused(&self) -> Result<Vec<String>> {
+        self.driver.paused().await
     }
 }

@@ -41,6 +41,19 @@ pub(crate) struct FailedAttempt<'a> {
     pub(crate) final_failure: bool,
 }
 
+/// What one tick of a periodic schedule decides while it holds the schedule's row: given the
+/// database's clock (µs since the Unix epoch) and the newest period recorded (a Unix second),
+/// the period to record and the jobs to enqueue with it; `None` when nothing is due.
+pub(crate) type PeriodicPlan<'a> =
+    dyn Fn(i64, Option<i64>) -> Option<(i64, Vec<Job>)> + Send + Sync + 'a;
+
+/// What one tick did: the database's clock it read, and the jobs it enqueued.
+#[derive(Debug)]
+pub(crate) struct Tick {
+    pub(crate) now_micros: i64,
+    pub(crate) enqueued: Vec<Enqueued>,
+}
+
 /// A queue store on one database. Internal: its methods may change in any release.
 /// What a running worker says about itself in its row (see [`Driver::worker_seen`]).
 #[derive(Debug)]
@@ -157,6 +170,28 @@ pub(crate) trait Driver: std::fmt::Debug + Send + Sync + 'static {
 
     /// Cancels a job of any queue in the store that has not finished.
     async fn cancel(&self, id: JobId) -> Result<bool>;
+
+    /// Cancels the unfinished jobs of `queue` that are ready, scheduled or running, as asked;
+    /// how many.
+    async fn cancel_all(
+        &self,
+        queue: &str,
+        ready: bool,
+        scheduled: bool,
+        running: bool,
+    ) -> Result<u64>;
+
+    /// Pauses (`true`) or resumes (`false`) a queue; whether that changed anything.
+    async fn set_paused(&self, queue: &str, paused: bool) -> Result<bool>;
+
+    /// The paused queues of the store, by name.
+    async fn paused(&self) -> Result<Vec<String>>;
+
+    /// One tick of the periodic schedule `name` of `queue`, in one transaction: its row
+    /// (created if new) locked, `plan` asked, the period it names recorded and its jobs
+    /// enqueued, then committed.
+    async fn periodic_tick(&self, name: &str, queue: &str, plan: &PeriodicPlan<'_>)
+    -> Result<Tick>;
 
     /// Keeps the store healthy under sustained load, called by every worker ten times a second
     /// (PostgreSQL truncates the drained segments of its rings and seals the counts of its

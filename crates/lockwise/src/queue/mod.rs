@@ -20,6 +20,8 @@
 //!   listed, retried or purged; **idempotency keys**; enqueue inside the caller's transaction;
 //!   LISTEN/NOTIFY wake-up on PostgreSQL, with polling as the fallback (and the only way on
 //!   MySQL).
+//! - **Periodic jobs** ([`Queue::periodic`]): one job per period of a cron pattern or an
+//!   interval, whatever the number of schedulers; **pausing** a queue ([`Queue::pause`]).
 //! - **Bulk enqueue**: [`Queue::enqueue_many`] stores many jobs in one transaction with bulk
 //!   statements (`unnest` arrays on PostgreSQL, multi-row `INSERT` on MySQL), ids in input
 //!   order, with the semantics of enqueueing them one by one.
@@ -56,6 +58,7 @@ mod executor;
 mod job;
 #[cfg(feature = "mysql")]
 mod mysql_driver;
+mod periodic;
 #[cfg(feature = "postgres")]
 mod pg_driver;
 mod protocol;
@@ -71,6 +74,7 @@ use tokio_util::sync::CancellationToken;
 pub use connect::ConnectOptions;
 pub use executor::Executor;
 pub use job::{Job, JobId, MAX_JOB_KEY_LEN, MAX_QUEUE_NAME_LEN, check_queue_name};
+pub use periodic::{MAX_SCHEDULE_NAME_LEN, Periodic, Schedule, check_schedule_name};
 pub use protocol::Protocol;
 pub use values::{Claimed, Enqueued, JobInfo, JobState, QueueOverview, Stats, WorkerInfo};
 pub use worker::{JobContext, Worker, WorkerReport};

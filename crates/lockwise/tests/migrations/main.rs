@@ -78,6 +78,10 @@ const PINNED: &[(&str, &str)] = &[
         "4838960a7f6dc6de14578c5114dd001f91cf8a5eff64ee3cf455a65ea8995400",
     ),
     (
+        "postgres/queue/v15.sql",
+        "43a9f193adc1748f16ac4027326dc3eb6adc8536f9d2186acc63324a22f0c423",
+    ),
+    (
         "mysql/queue/v1.sql",
         "8366876deabe26f5a38ca21571bba72f778268b983af420828fa8d5da17377ff",
     ),
@@ -96,6 +100,10 @@ const PINNED: &[(&str, &str)] = &[
     (
         "mysql/queue/v5.sql",
         "0b0558ca8108d4e52562f3117e80d1d1ca43c387ecc7e6dbd6321c4d538f410d",
+    ),
+    (
+        "mysql/queue/v6.sql",
+        "f8db6bc9a95be832876d11a9a9f7b2a4c2882224f85422bb447ea9801c80d13f",
     ),
 ];
 

@@ -266,7 +266,7 @@ async fn a_version_2_schema_migrates_with_its_jobs_in_flight() {
     .fetch_one(&pool)
     .await
     .unwrap();
-    assert_eq!(version, 14);
+    assert_eq!(version, 15);
 }
 
 /// MariaDB tables of version 2 with jobs in flight migrate to the current version: the running

@@ -106,6 +106,7 @@ mod connect;
 mod lifecycle;
 mod overview;
 mod postgres_only;
+mod schedules;
 mod stopping;
 
 /// Declares each case twice, as a test on PostgreSQL and one on MariaDB, each with a fresh
@@ -146,6 +147,11 @@ on_both_databases!(
     lifecycle::one_dead_letter_can_be_deleted_and_its_key_freed,
     lifecycle::dead_letters_retried_at_once_and_scheduled_jobs_run_now,
     lifecycle::a_worker_with_max_jobs_runs_that_many_and_returns,
+    schedules::a_paused_queue_is_not_claimed_until_resumed,
+    schedules::racing_schedulers_enqueue_one_job_per_period,
+    schedules::a_missed_period_is_enqueued_once_and_catch_up_bounds_the_rest,
+    schedules::bad_schedules_are_refused,
+    schedules::a_queue_s_jobs_are_cancelled_at_once_by_state,
     lifecycle::an_idempotency_key_returns_the_existing_job,
     lifecycle::an_enqueue_in_a_rolled_back_transaction_leaves_no_job,
     lifecycle::a_late_completion_after_a_rescue_is_rejected,

@@ -176,11 +176,18 @@ async fn store_at(label: &str, version: usize) -> PgSchema {
 
 /// What the statements of this version need of a store that an older process (played by this
 /// one, on a store it was told is up to date) works: `flush_stats` (v12.sql) as a no-op, and
-/// claims that answer how long each job waited (v14.sql), here always 0. [`without_shim`]
-/// puts the store back as it was before a new process migrates it.
+/// claims that answer how long each job waited (v14.sql), here always 0, and the tables of
+/// paused queues and periodic schedules (v15.sql). [`without_shim`] puts the store back as it
+/// was before a new process migrates it.
 fn with_shim(quoted: &str) -> String {
-    let mut sql =
-        format!("CREATE FUNCTION {quoted}.flush_stats() RETURNS void LANGUAGE sql AS '';");
+    let mut sql = format!(
+        "CREATE FUNCTION {quoted}.flush_stats() RETURNS void LANGUAGE sql AS ''; \
+         CREATE TABLE {quoted}.paused (queue text PRIMARY KEY, \
+                                       paused_at timestamptz NOT NULL DEFAULT now()); \
+         CREATE TABLE {quoted}.periodic (name text PRIMARY KEY, queue text NOT NULL, \
+                                         last_period bigint, \
+                                         updated_at timestamptz NOT NULL DEFAULT now());"
+    );
     for (name, queues) in [("claim", "text"), ("claim_any", "text[]")] {
         let args = format!("{queues}, bigint, float8, text, bigint[], integer[], smallint[]");
         sql.push_str(&format!(
@@ -197,7 +204,9 @@ fn with_shim(quoted: &str) -> String {
 }
 
 fn without_shim(quoted: &str) -> String {
-    let mut sql = format!("DROP FUNCTION {quoted}.flush_stats();");
+    let mut sql = format!(
+        "DROP FUNCTION {quoted}.flush_stats(); DROP TABLE {quoted}.paused, {quoted}.periodic;"
+    );
     for (name, queues) in [("claim", "text"), ("claim_any", "text[]")] {
         let args = format!("{queues}, bigint, float8, text, bigint[], integer[], smallint[]");
         sql.push_str(&format!(
@@ -209,7 +218,7 @@ fn without_shim(quoted: &str) -> String {
 }
 
 /// The newest migration of the queue schema: the version of a store once opened.
-const LATEST: i64 = 14;
+const LATEST: i64 = 15;
 
 /// The latest migration applied to the schema `quoted`.
 async fn version(pool: &PgPool, quoted: &str) -> Option<i64> {

@@ -18,6 +18,7 @@ const V2: &str = sql!("v2.sql");
 const V3: &str = sql!("v3.sql");
 const V4: &str = sql!("v4.sql");
 const V5: &str = sql!("v5.sql");
+const V6: &str = sql!("v6.sql");
 const COLUMN_EXISTS: &str = sql!("column_exists.sql");
 const COLUMN_COLLATION: &str = sql!("column_collation.sql");
 const BINARY_COLLATION: &str = sql!("binary_collation.sql");
@@ -32,7 +33,10 @@ impl MysqlDriver {
     pub(super) async fn apply_migrations(&self, conn: &mut MySqlConnection) -> Result<()> {
         // Up to date (the usual case): one read and no DDL, so that a user without CREATE
         // privileges can open a queue an administrator migrated.
-        if self.is_binary(&mut *conn).await? && self.has_workers_table(&mut *conn).await? {
+        if self.is_binary(&mut *conn).await?
+            && self.has_workers_table(&mut *conn).await?
+            && self.has_table(&mut *conn, &self.periodic, "name").await?
+        {
             return Ok(());
         }
         sqlx::raw_sql(self.sql(V1)).execute(&mut *conn).await?;
@@ -44,7 +48,8 @@ impl MysqlDriver {
         }
         let binary_table = self.is_binary(&mut *conn).await?;
         let workers_table = self.has_workers_table(&mut *conn).await?;
-        if !(binary_table && workers_table) {
+        let schedule_tables = self.has_table(&mut *conn, &self.periodic, "name").await?;
+        if !(binary_table && workers_table && schedule_tables) {
             let binary: Option<String> = sqlx::query_scalar(BINARY_COLLATION)
                 .fetch_optional(&mut *conn)
                 .await?;
@@ -69,17 +74,27 @@ impl MysqlDriver {
                     .await?;
                 tracing::info!(version = 5, "queue tables migrated");
             }
+            if !schedule_tables {
+                let ddl = self.sql(V6).0.replace("{binary}", &binary);
+                sqlx::raw_sql(AssertSqlSafe(ddl))
+                    .execute(&mut *conn)
+                    .await?;
+                tracing::info!(version = 6, "queue tables migrated");
+            }
         }
         Ok(())
     }
 
     /// Whether every version is applied: the jobs table in a binary collation (version 4,
-    /// which comes after the columns of 2 and 3) and the workers table (version 5).
+    /// which comes after the columns of 2 and 3), the workers table (version 5) and the
+    /// schedule tables (version 6).
     pub(super) async fn is_latest<'e, E>(&self, executor: E) -> Result<bool>
     where
         E: sqlx::Executor<'e, Database = sqlx::MySql> + Copy,
     {
-        Ok(self.is_binary(executor).await? && self.has_workers_table(executor).await?)
+        Ok(self.is_binary(executor).await?
+            && self.has_workers_table(executor).await?
+            && self.has_table(executor, &self.periodic, "name").await?)
     }
 
     /// Whether the workers table of version 5 exists.
@@ -87,9 +102,17 @@ impl MysqlDriver {
     where
         E: sqlx::Executor<'e, Database = sqlx::MySql>,
     {
+        self.has_table(executor, &self.workers, "id").await
+    }
+
+    /// Whether `table` exists, with its `column`.
+    async fn has_table<'e, E>(&self, executor: E, table: &str, column: &str) -> Result<bool>
+    where
+        E: sqlx::Executor<'e, Database = sqlx::MySql>,
+    {
         let n: i64 = sqlx::query_scalar(COLUMN_EXISTS)
-            .bind(&self.workers)
-            .bind("id")
+            .bind(table)
+            .bind(column)
             .fetch_one(executor)
             .await?;
         Ok(n > 0)

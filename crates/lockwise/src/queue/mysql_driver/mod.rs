@@ -12,7 +12,7 @@ use sqlx::{AssertSqlSafe, Connection, Row};
 use tokio::sync::OnceCell;
 
 use super::bulk::{Insert, insert_all, insert_in};
-use super::driver::{ClaimRequest, Driver, FailedAttempt, Presence};
+use super::driver::{ClaimRequest, Driver, FailedAttempt, PeriodicPlan, Presence, Tick};
 use super::{
     Claimed, Enqueued, Executor, Job, JobId, JobInfo, JobState, Stats, WorkerInfo, from_micros,
     reported_state, utc_errors,
@@ -31,6 +31,7 @@ macro_rules! sql {
 // After `sql!`, which they use.
 mod insert;
 mod migrations;
+mod schedules;
 
 use self::migrations::{MIGRATE_LOCK, RELEASE_LOCK};
 
@@ -120,6 +121,9 @@ pub(super) struct MysqlDriver {
     table: String,
     /// `<prefix>_workers`: the live workers.
     workers: String,
+    /// `<prefix>_paused` and `<prefix>_periodic` (version 6).
+    paused: String,
+    periodic: String,
     migrated: OnceCell<()>,
     /// `@@auto_increment_increment`, read once.
     id_step: OnceCell<i64>,
@@ -134,6 +138,8 @@ impl MysqlDriver {
             pool,
             table: format!("{prefix}_jobs"),
             workers: format!("{prefix}_workers"),
+            paused: format!("{prefix}_paused"),
+            periodic: format!("{prefix}_periodic"),
             migrated: OnceCell::new(),
             id_step: OnceCell::new(),
             max_packet: OnceCell::new(),
@@ -145,7 +151,9 @@ impl MysqlDriver {
         AssertSqlSafe(
             template
                 .replace("{jobs}", &self.table)
-                .replace("{workers}", &self.workers),
+                .replace("{workers}", &self.workers)
+                .replace("{paused}", &self.paused)
+                .replace("{periodic}", &self.periodic),
         )
     }
 
@@ -603,6 +611,33 @@ impl Driver for MysqlDriver {
 
     fn mysql_pool(&self) -> Option<&MySqlPool> {
         Some(&self.pool)
+    }
+
+    async fn cancel_all(
+        &self,
+        queue: &str,
+        ready: bool,
+        scheduled: bool,
+        running: bool,
+    ) -> Result<u64> {
+        self.cancel_states(queue, (ready, scheduled, running)).await
+    }
+
+    async fn set_paused(&self, queue: &str, paused: bool) -> Result<bool> {
+        self.pause_or_resume(queue, paused).await
+    }
+
+    async fn paused(&self) -> Result<Vec<String>> {
+        self.paused_queues().await
+    }
+
+    async fn periodic_tick(
+        &self,
+        name: &str,
+        queue: &str,
+        plan: &PeriodicPlan<'_>,
+    ) -> Result<Tick> {
+        self.tick(name, queue, plan).await
     }
 }
 

@@ -34,6 +34,7 @@ pub(super) const MIGRATIONS: &[(i32, &str)] = &[
     (12, include_str!("../../../sql/postgres/queue/v12.sql")),
     (13, include_str!("../../../sql/postgres/queue/v13.sql")),
     (14, include_str!("../../../sql/postgres/queue/v14.sql")),
+    (15, include_str!("../../../sql/postgres/queue/v15.sql")),
 ];
 
 /// The newest migration in [`MIGRATIONS`].

@@ -9,7 +9,8 @@
 //! migration 9 (`v9.sql`) has an acknowledgement look up the segments it was not told before
 //! it locks anything, so that it keeps the heartbeat's (segment, id) order; migration 10
 //! (`v10.sql`) has a confirmation do the same and lock each segment's rows in id order;
-//! migration 11 (`v11.sql`) makes the finished history a ring that retention truncates.
+//! migration 11 (`v11.sql`) makes the finished history a ring that retention truncates;
+//! migration 15 (`v15.sql`) adds paused queues and periodic schedules (`schedules.rs`).
 //!
 //! # Storage: one table per stage, rings reset by TRUNCATE
 //!
@@ -88,6 +89,7 @@ mod insert;
 mod listen;
 mod migrations;
 mod rings;
+mod schedules;
 mod segments;
 mod statements;
 
@@ -109,7 +111,7 @@ use crate::db::pg_conn::{ADVISORY_CLASS, Schema};
 use crate::db::pg_pooler::PgDb;
 use crate::error::{Error, Result};
 use crate::queue::bulk::{Insert, insert_all, insert_in};
-use crate::queue::driver::{ClaimRequest, Driver, FailedAttempt, Presence};
+use crate::queue::driver::{ClaimRequest, Driver, FailedAttempt, PeriodicPlan, Presence, Tick};
 use crate::queue::{
     Claimed, Enqueued, Executor, Job, JobId, JobInfo, JobState, Stats, WorkerInfo, from_micros,
     reported_state, utc_errors,
@@ -611,6 +613,33 @@ impl Driver for PgDriver {
             }
         }
         Ok(false)
+    }
+
+    async fn cancel_all(
+        &self,
+        queue: &str,
+        ready: bool,
+        scheduled: bool,
+        running: bool,
+    ) -> Result<u64> {
+        self.cancel_states(queue, (ready, scheduled, running)).await
+    }
+
+    async fn set_paused(&self, queue: &str, paused: bool) -> Result<bool> {
+        self.pause_or_resume(queue, paused).await
+    }
+
+    async fn paused(&self) -> Result<Vec<String>> {
+        self.paused_queues().await
+    }
+
+    async fn periodic_tick(
+        &self,
+        name: &str,
+        queue: &str,
+        plan: &PeriodicPlan<'_>,
+    ) -> Result<Tick> {
+        self.tick(name, queue, plan).await
     }
 
     async fn maintain(&self, stop: &CancellationToken) -> Result<()> {

@@ -46,6 +46,13 @@ pub(super) struct Statements {
     pub(super) list_waiting: String,
     pub(super) list_state: String,
     pub(super) cancel: String,
+    pub(super) cancel_all: String,
+    pub(super) pause: String,
+    pub(super) resume: String,
+    pub(super) paused: String,
+    pub(super) periodic_ensure: String,
+    pub(super) periodic_lock: String,
+    pub(super) periodic_advance: String,
 }
 
 impl Statements {
@@ -118,6 +125,13 @@ impl Statements {
             list_waiting: sql!("list_waiting.sql"),
             list_state: format!("{}{}", sql!("job_select.sql"), sql!("list_state.sql")),
             cancel: sql!("cancel.sql"),
+            cancel_all: sql!("cancel_all.sql"),
+            pause: sql!("pause.sql"),
+            resume: sql!("resume.sql"),
+            paused: sql!("paused.sql"),
+            periodic_ensure: sql!("periodic_ensure.sql"),
+            periodic_lock: sql!("periodic_lock.sql"),
+            periodic_advance: sql!("periodic_advance.sql"),
         }
     }
 }

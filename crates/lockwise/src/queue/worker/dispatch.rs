@@ -11,6 +11,7 @@ use std::time::Duration;
 
 use futures_util::StreamExt;
 use futures_util::stream::FuturesUnordered;
+use tokio::sync::watch;
 use tokio::time::Instant;
 
 use super::claim::{ClaimAnswer, ClaimDone, ClaimRequest};
@@ -26,6 +27,8 @@ type ClaimInFlight = Pin<Box<dyn Future<Output = ClaimDone> + Send>>;
 pub(super) struct Dispatcher {
     /// The queues claimed from, in priority order.
     queues: Vec<String>,
+    /// Those of them that are paused now: left out of claims.
+    paused: watch::Receiver<Vec<String>>,
     /// The handlers in flight and the jobs waiting for one, by job.
     running: Running,
     /// Confirmed jobs waiting for a free handler, in claim order (also in `running`).
@@ -63,7 +66,12 @@ pub(super) struct Dispatcher {
 }
 
 impl Dispatcher {
-    pub(super) fn new(worker: &Worker, queues: Vec<String>, running: Running) -> Self {
+    pub(super) fn new(
+        worker: &Worker,
+        queues: Vec<String>,
+        running: Running,
+        paused: watch::Receiver<Vec<String>>,
+    ) -> Self {
         let (batch_for_free, batch_ahead) = worker.batch_sizes();
         // An explicit prefetch is held to; the default follows the pace, up to this. With a
         // batch the caller set, claims do not grow with the prefetch, so it stays at 15 of
@@ -74,6 +82,7 @@ impl Dispatcher {
         });
         Dispatcher {
             queues,
+            paused,
             running,
             waiting: VecDeque::new(),
             claims: FuturesUnordered::new(),
@@ -164,10 +173,22 @@ impl Dispatcher {
         let idle_full = self.claims.is_empty()
             && places.saturating_sub(held + self.reserved) == 0
             && self.acks.is_empty();
+        // Paused queues are left out; with all of them paused, a claim only acknowledges.
+        let active: Vec<String> = {
+            let paused = self.paused.borrow();
+            self.queues
+                .iter()
+                .filter(|q| !paused.contains(q))
+                .cloned()
+                .collect()
+        };
         loop {
             let mut free = places.saturating_sub(held + self.reserved).min(batch);
             if let Some(left) = self.budget {
                 free = free.min(left.saturating_sub(self.reserved));
+            }
+            if active.is_empty() {
+                free = 0;
             }
             let launch = if self.claims.is_empty() {
                 (self.want_claim || self.busy) && (free > 0 || !self.acks.is_empty())
@@ -181,7 +202,11 @@ impl Dispatcher {
             self.reserved += free;
             let request = ClaimRequest {
                 queue: worker.queue.clone(),
-                names: self.queues.clone(),
+                names: if active.is_empty() {
+                    self.queues.clone()
+                } else {
+                    active.clone()
+                },
                 worker: worker.id.clone(),
                 limit: free,
                 lease: worker.lease,

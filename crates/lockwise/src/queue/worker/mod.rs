@@ -10,6 +10,7 @@ mod execute;
 mod heartbeat;
 mod maintenance;
 mod pace;
+mod paused;
 mod presence;
 mod running;
 mod streak;
@@ -464,6 +465,9 @@ impl Worker {
             return Err(crate::Error::config("a worker needs at least one queue"));
         }
         self.queue.migrate().await?;
+        let every = self.poll.max(Duration::from_secs(1));
+        let paused = paused::read(&self.queue, &queues, every).await;
+        let (paused_tx, paused_rx) = watch::channel(paused.unwrap_or_default());
         let handler = Arc::new(handler);
         let slots = Arc::new(Semaphore::new(self.concurrency));
         let running: Running = Arc::default();
@@ -482,6 +486,14 @@ impl Worker {
             let names: Vec<&str> = listened.iter().map(String::as_str).collect();
             store.wake_ups(&names, w, b).await;
         });
+        tasks.spawn(paused::watch_paused(
+            self.queue.clone(),
+            queues.clone(),
+            self.poll,
+            paused_tx,
+            wake.clone(),
+            background.clone(),
+        ));
         let taken = Arc::new(TakenAway::default());
         let me = Identity {
             id: self.id.clone(),
@@ -523,7 +535,7 @@ impl Worker {
             lease_warning: self.kill_after.min(self.lease / 3),
         };
 
-        let mut d = Dispatcher::new(&self, queues, running.clone());
+        let mut d = Dispatcher::new(&self, queues, running.clone(), paused_rx);
         let mut gave_up: Option<String> = None;
         let mut spawn_job = |job: Claimed, permit, deadline_rx: watch::Receiver<Instant>| {
             let ctx = JobContext {

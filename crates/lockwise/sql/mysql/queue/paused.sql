@@ -1,0 +1,2 @@
+-- The paused queues, by name.
+SELECT queue FROM {paused} ORDER BY queue

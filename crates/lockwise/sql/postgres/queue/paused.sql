@@ -1,0 +1,2 @@
+-- The paused queues of the schema, by name.
+SELECT queue FROM {schema}.paused ORDER BY queue
