@@ -334,7 +334,11 @@ mod tests {
         let now = ten + 20 * 60;
         assert_eq!(hourly.due(now, None, 2), [ten, ten - 3_600]);
         assert_eq!(hourly.due(now, Some(ten - 3_600), 5), [ten]);
-        assert_eq!(hourly.due(ten, Some(ten - 3_600), 5), [ten], "at the period itself");
+        assert_eq!(
+            hourly.due(ten, Some(ten - 3_600), 5),
+            [ten],
+            "at the period itself"
+        );
         assert_eq!(hourly.next_after(now), Some(ten + 3_600));
         let seconds = Schedule::cron("*/2 * * * * *").unwrap();
         assert_eq!(seconds.due(101, None, 2), [100, 98]);
