@@ -11,7 +11,7 @@ use lockwise::backend::AnyBackend;
 use lockwise::backend::file::FileBackend;
 use lockwise::lease::{validate_key, validate_ttl};
 use lockwise::url::BackendUrl;
-use lockwise::{Error, Guard, LockOptions, Locker, Permit, Semaphore};
+use lockwise::{Error, Guard, LockOptions, Locker, Permit, ReadGuard, RwLock, Semaphore};
 use nix::sys::signal::Signal;
 use tokio::process::Child;
 use tokio::time::{Instant, sleep, sleep_until};
@@ -37,7 +37,7 @@ A second SIGINT or SIGTERM (a second Ctrl-C) while the command lingers after the
 sends its whole process group SIGKILL; lockwise then exits 137 (128 + SIGKILL).
 
 The command gets LOCKWISE_FENCING_TOKEN and LOCKWISE_LOCK_KEY in its environment (and
-LOCKWISE_PERMIT with --limit). It runs in
+LOCKWISE_PERMIT, its slot, with --limit and --shared). It runs in
 a process group of its own; SIGINT, SIGTERM, SIGHUP and SIGQUIT are forwarded to that group.
 On a terminal, that group gets the foreground while it lives (prompts work, Ctrl-C reaches
 the command). If lockwise dies (even by SIGKILL) the group gets SIGTERM, then SIGKILL after the
@@ -76,8 +76,25 @@ pub(crate) struct RunArgs {
     /// semaphore, as `consul lock -n`; every holder must give the same N). The command's
     /// LOCKWISE_LOCK_KEY is its permit's key, KEY#permit-I, LOCKWISE_PERMIT is I, and its
     /// fencing token is that permit's
-    #[arg(long, value_name = "N", value_parser = clap::value_parser!(u32).range(1..=i64::from(lockwise::semaphore::MAX_PERMITS)))]
+    #[arg(long, value_name = "N", value_parser = clap::value_parser!(u32).range(1..=i64::from(lockwise::semaphore::MAX_PERMITS)), conflicts_with_all = ["shared", "exclusive"])]
     limit: Option<u32>,
+
+    /// Hold the read side of a read-write lock named KEY (as `flock -s`): many --shared
+    /// commands run at once, none while an --exclusive one runs or waits. A lock of its own:
+    /// a plain `run --key KEY` does not take part
+    #[arg(long, conflicts_with = "exclusive")]
+    shared: bool,
+
+    /// Hold the write side of the read-write lock named KEY: waits until no --shared command
+    /// runs, and keeps new ones out meanwhile. Its fencing token is the writers' lock's
+    /// (LOCKWISE_LOCK_KEY is KEY#rw-writer)
+    #[arg(long)]
+    exclusive: bool,
+
+    /// With --shared or --exclusive: at most N readers at once (every holder must give the
+    /// same N) [default: 16]
+    #[arg(long, value_name = "N", value_parser = clap::value_parser!(u32).range(1..=i64::from(lockwise::semaphore::MAX_PERMITS)))]
+    max_readers: Option<u32>,
 
     /// Do not renew: the lease ends one TTL after the grant, and a command still running then
     /// is stopped as when the lock is lost (SIGTERM --kill-after before, SIGKILL at the end;
@@ -161,23 +178,41 @@ async fn run_checked(args: RunArgs) -> Result<u8, Failure> {
     let mut opts = LockOptions::ttl(args.ttl).renew(!args.no_renew);
     let conflict = args.conflict_exit_code.unwrap_or(exit::CONFLICT);
     let waiting = Instant::now();
+    if args.max_readers.is_some() && !(args.shared || args.exclusive) {
+        return Err(Failure::usage(
+            "--max-readers goes with --shared or --exclusive",
+        ));
+    }
     let semaphore = match args.limit {
         Some(permits) => Some(Semaphore::new(locker.clone(), key.clone(), permits)?),
         None => None,
+    };
+    let rw = if args.shared || args.exclusive {
+        let readers = args.max_readers.unwrap_or(DEFAULT_MAX_READERS);
+        Some(RwLock::new(locker.clone(), key.clone(), readers)?)
+    } else {
+        None
     };
     if let Some(Wait::For(wait)) = args.wait {
         opts = opts.wait(wait);
     }
     let acquire = async {
         // Without a `wait` option, `acquire` waits without a time limit.
-        let acquired = match (&semaphore, args.wait) {
+        let waits = args.wait.is_some();
+        let acquired = match (&semaphore, &rw) {
+            (Some(s), _) if waits => s.acquire(&opts).await.map(|p| Some(permit(p))),
+            (Some(s), _) => s.try_acquire(&opts).await.map(|p| p.map(permit)),
+            (None, Some(rw)) if args.shared && waits => {
+                rw.read(&opts).await.map(|r| Some(reader(r)))
+            }
+            (None, Some(rw)) if args.shared => rw.try_read(&opts).await.map(|r| r.map(reader)),
+            (None, Some(rw)) if waits => rw.write(&opts).await.map(|g| Some((g, None))),
+            (None, Some(rw)) => rw.try_write(&opts).await.map(|g| g.map(|g| (g, None))),
+            (None, None) if waits => locker.acquire(&key, &opts).await.map(|g| Some((g, None))),
             (None, None) => locker
                 .try_acquire(&key, &opts)
                 .await
                 .map(|g| g.map(|g| (g, None))),
-            (None, Some(_)) => locker.acquire(&key, &opts).await.map(|g| Some((g, None))),
-            (Some(s), None) => s.try_acquire(&opts).await.map(|p| p.map(permit)),
-            (Some(s), Some(_)) => s.acquire(&opts).await.map(|p| Some(permit(p))),
         };
         match acquired {
             Err(Error::WaitTimeout { .. }) => Ok(None),
@@ -195,6 +230,13 @@ async fn run_checked(args: RunArgs) -> Result<u8, Failure> {
     let Some((guard, slot)) = guard else {
         match args.limit {
             Some(n) => eprintln!("lockwise: all {n} permits of {key:?} are held"),
+            None if args.shared => eprintln!(
+                "lockwise: read-write lock {key:?} is held or awaited by a writer, or all its \
+                 reader slots are taken"
+            ),
+            None if args.exclusive => {
+                eprintln!("lockwise: read-write lock {key:?} is held by a writer or readers")
+            }
             None => eprintln!("lockwise: lock {key:?} is held by someone else"),
         }
         return Ok(conflict);
@@ -291,6 +333,15 @@ async fn run_checked(args: RunArgs) -> Result<u8, Failure> {
             message: format!("lost track of the command: {e}"),
         }),
     }
+}
+
+/// The readers' default limit of `--shared`/`--exclusive`.
+const DEFAULT_MAX_READERS: u32 = 16;
+
+/// A read lock's guard and reader slot.
+fn reader(read: ReadGuard) -> (Guard, Option<u32>) {
+    let slot = read.slot();
+    (read.into_guard(), Some(slot))
 }
 
 /// A permit's guard and slot.

@@ -22,6 +22,6 @@ impl Harness for Outside {
 
 #[tokio::test]
 async fn a_backend_outside_the_testkit_runs_every_case() {
-    assert_eq!(CASES.len(), 26);
+    assert_eq!(CASES.len(), 28);
     exercise(|| Outside(MemoryBackend::new())).await;
 }

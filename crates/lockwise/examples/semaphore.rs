@@ -1,18 +1,18 @@
 //! A semaphore on the embedded file backend: five tasks, two permits; never more than two
-//! work at once, and each permit has its own fencing token.
+//! work at once, and each permit has its own fencing token. Then a read-write lock.
 //!
 //! ```sh
 //! cargo run -p lockwise --example semaphore
 //! ```
 //!
-//! The README's semaphore example is the region between `ANCHOR` lines (checked by
+//! The README's semaphore and read-write lock examples are the regions between `ANCHOR` lines (checked by
 //! `tests/readme.rs`).
 
 use std::sync::Arc;
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::time::Duration;
 
-use lockwise::{LockOptions, Locker, Semaphore};
+use lockwise::{LockOptions, Locker, RwLock, Semaphore};
 
 #[tokio::main]
 async fn main() -> Result<(), Box<dyn std::error::Error>> {
@@ -39,6 +39,20 @@ async fn main() -> Result<(), Box<dyn std::error::Error>> {
     for task in tasks {
         task.await??;
     }
+    // ANCHOR: rwlock
+    // Many readers at once, or one writer (a writer waiting keeps new readers out).
+    let catalog = RwLock::new(locker, "catalog", 16)?; // up to 16 readers at once
+    let opts = LockOptions::ttl(Duration::from_secs(10)).wait(Duration::from_secs(5));
+    let reader = catalog.read(&opts).await?;
+    reader.release().await?;
+    let writer = catalog.write(&opts).await?; // once every reader has left
+    println!(
+        "writing with token {}, fenced on {}",
+        writer.token(),
+        catalog.writer_key()
+    );
+    writer.release().await?;
+    // ANCHOR_END: rwlock
     std::fs::remove_dir_all(dir).ok();
     let most = most.load(Ordering::SeqCst);
     println!("at most {most} at once");

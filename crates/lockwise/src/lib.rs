@@ -55,6 +55,7 @@
 //!   and fencing tokens, the local deadline), [`Error`];
 //! - [`backend`]: the small trait and one file per server;
 //! - built on [`Locker`]: [`semaphore`] (at most N holders, a fencing token per permit),
+//!   [`rwlock`] (many readers or one writer),
 //!   [`election`] (leader election), [`partition`] (each worker its own
 //!   keys, with live membership) and [`singleton`] (a job once per period, with [`postgres`]);
 //! - [`postgres`]: tools for the caller's own transaction (fenced writes, `run_once`,
@@ -83,6 +84,7 @@ pub mod postgres;
 #[cfg(any(feature = "postgres", feature = "mysql"))]
 pub mod queue;
 mod renewals;
+pub mod rwlock;
 pub mod semaphore;
 #[cfg(feature = "postgres")]
 pub mod singleton;
@@ -94,6 +96,7 @@ pub use guard::Guard;
 pub use lease::{FencingToken, MAX_KEY_LEN, MAX_TTL, MIN_TTL, OwnerToken};
 pub use locker::Locker;
 pub use options::{LockOptions, Retry};
+pub use rwlock::{ReadGuard, RwLock};
 pub use semaphore::{Permit, Semaphore};
 #[cfg(feature = "postgres")]
 pub use singleton::Singleton;

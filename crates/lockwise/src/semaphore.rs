@@ -99,6 +99,11 @@ impl Semaphore {
         &self.name
     }
 
+    /// The lock keys of its slots, in slot order.
+    pub(crate) fn slot_keys(&self) -> &[String] {
+        &self.keys
+    }
+
     /// How many permits it has.
     pub fn permits(&self) -> u32 {
         u32::try_from(self.keys.len()).unwrap_or(MAX_PERMITS)

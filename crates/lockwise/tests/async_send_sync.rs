@@ -16,8 +16,8 @@ use lockwise::queue::{
     Claimed, ConnectOptions, Job, JobContext, JobId, JobInfo, Queue, Stats, Worker, WorkerReport,
 };
 use lockwise::{
-    Election, Error, FencingToken, Guard, LockOptions, Locker, OwnerToken, Permit, Retry, Role,
-    Semaphore, Singleton,
+    Election, Error, FencingToken, Guard, LockOptions, Locker, OwnerToken, Permit, ReadGuard,
+    Retry, Role, RwLock, Semaphore, Singleton,
 };
 use sqlx::{Postgres, Transaction};
 use tokio_util::sync::CancellationToken;
@@ -38,6 +38,8 @@ fn public_types_are_send_and_sync() {
     send_sync::<Election>();
     send_sync::<Semaphore>();
     send_sync::<Permit>();
+    send_sync::<RwLock>();
+    send_sync::<ReadGuard>();
     send_sync::<Role>();
     send_sync::<Singleton>();
     send_sync::<Store>();
@@ -157,4 +159,13 @@ fn futures_of_the_semaphore_are_send(semaphore: &Semaphore, permit: Permit, opts
     send(&semaphore.acquire(opts));
     send(&semaphore.try_acquire(opts));
     send(&permit.release());
+}
+
+#[allow(dead_code)]
+fn futures_of_the_rwlock_are_send(rw: &RwLock, read: ReadGuard, opts: &LockOptions) {
+    send(&rw.read(opts));
+    send(&rw.try_read(opts));
+    send(&rw.write(opts));
+    send(&rw.try_write(opts));
+    send(&read.release());
 }

@@ -28,7 +28,7 @@ Exit codes:
             on a store that was never migrated (they create nothing)
   65        enqueue --jsonl: a line that is not a valid job (the message names it); nothing
             from the input is stored
-  66        retry: no dead job with that id; show: no job with that id; cancel: no job
+  66        retry: no dead or cancelled job with that id; show: no job with that id; cancel: no job
             with that id that has not finished; run-now: no job with that id due later
   69        backend failure: refused, authentication, TLS, protocol; no answer within 10 s
             (every command but work); work: no claim succeeded for --give-up-after (a claim
@@ -71,7 +71,7 @@ enum QueueCommand {
     /// List one queue's jobs in a state: ready and scheduled in the order they will run, the
     /// others newest first (creates nothing)
     List(ListArgs),
-    /// Send a dead job back to ready with a fresh budget of attempts, or with --all --queue Q
+    /// Send a dead or cancelled job back to ready with a fresh budget of attempts, or with --all --queue Q
     /// every dead letter of Q
     Retry(RetryArgs),
     /// Make a job due later (delayed, or waiting to retry) due now
@@ -434,7 +434,7 @@ async fn dispatch(command: QueueCommand) -> Result<u8, Failure> {
                     return Err(Failure {
                         code: exit::NO_SUCH_JOB,
                         message: format!(
-                            "no dead job {id} in this store (no such job, or it is not dead)"
+                            "no dead or cancelled job {id} in this store (no such job, or it is neither)"
                         ),
                     });
                 }

@@ -147,7 +147,7 @@ pub(super) fn a_failing_handler_stores_its_stderr_and_dies_after_max_attempts(s:
         assert_eq!(not_dead.status.code(), Some(66), "{not_dead:?}");
         let stderr = String::from_utf8_lossy(&not_dead.stderr);
         assert!(
-            stderr.contains("no dead job") && stderr.contains(id),
+            stderr.contains("no dead or cancelled job") && stderr.contains(id),
             "{stderr}"
         );
     }

@@ -275,5 +275,6 @@ on_backends!(
     a_frozen_lockwise_does_not_outlive_its_lease,
     renewals_keep_the_command_alive,
     limit_runs_at_most_n_commands_at_once,
-    a_frozen_permit_holder_is_fenced
+    a_frozen_permit_holder_is_fenced,
+    shared_readers_and_an_exclusive_writer
 );

@@ -213,3 +213,76 @@ pub(super) fn a_frozen_permit_holder_is_fenced(b: Backend) {
     kill(Pid::from_raw(other.id() as i32), Signal::SIGTERM).expect("SIGTERM");
     assert!(exit_within(&mut other, Duration::from_secs(5), &[]).is_some());
 }
+
+/// `--shared` and `--exclusive`: readers run together; a writer is refused (75) while they
+/// read, and one that waits keeps new readers out, then runs once they are gone, with the
+/// writers' lock's key and token; conflicting flags are usage errors.
+pub(super) fn shared_readers_and_an_exclusive_writer(b: Backend) {
+    let key = b.key();
+    let busy = format!("trap 'exit 0' TERM; {SHOW}; while true; do sleep 0.05; done");
+    let shared = ["--shared", "--max-readers", "4"];
+    let (mut r1, line1) = permit_holder(&b, &key, &shared, &busy, "permit ");
+    let (mut r2, line2) = permit_holder(&b, &key, &shared, &busy, "permit ");
+    let ((s1, k1, _), (s2, _, _)) = (parse_permit(&line1), parse_permit(&line2));
+    assert_ne!(s1, s2, "two readers, two slots");
+    assert_eq!(k1, format!("{key}#rw-readers#permit-{s1}"));
+    let refused = lockwise(
+        &b.url(),
+        &key,
+        &["--exclusive", "--max-readers", "4"],
+        &["true"],
+    )
+    .output()
+    .expect("run");
+    assert_eq!(
+        code(&refused),
+        75,
+        "a writer while readers read: {refused:?}"
+    );
+
+    let writer = lockwise(
+        &b.url(),
+        &key,
+        &["--exclusive", "--max-readers", "4", "--wait", "10s"],
+        &[
+            "sh",
+            "-c",
+            "echo \"w $LOCKWISE_LOCK_KEY $LOCKWISE_FENCING_TOKEN\"",
+        ],
+    )
+    .stdout(Stdio::piped())
+    .spawn()
+    .expect("spawn");
+    std::thread::sleep(Duration::from_millis(700));
+    let kept_out = lockwise(&b.url(), &key, &shared, &["true"])
+        .output()
+        .expect("run");
+    assert_eq!(
+        code(&kept_out),
+        75,
+        "a reader past a waiting writer: {kept_out:?}"
+    );
+    for reader in [&mut r1, &mut r2] {
+        kill(Pid::from_raw(reader.id() as i32), Signal::SIGTERM).expect("SIGTERM");
+        assert_eq!(reader.wait().expect("reader").code(), Some(0));
+    }
+    let out = writer.wait_with_output().expect("writer");
+    assert_eq!(code(&out), 0, "{out:?}");
+    let said = String::from_utf8_lossy(&out.stdout);
+    assert!(said.starts_with(&format!("w {key}#rw-writer ")), "{said:?}");
+    let readers_again = lockwise(&b.url(), &key, &shared, &["true"])
+        .output()
+        .expect("run");
+    assert_eq!(code(&readers_again), 0, "{readers_again:?}");
+    for bad in [
+        &["--shared", "--exclusive"][..],
+        &["--shared", "--limit", "2"],
+        &["--max-readers", "2"],
+        &["--shared", "--max-readers", "0"],
+    ] {
+        let out = lockwise(&b.url(), &key, bad, &["true"])
+            .output()
+            .expect("run");
+        assert_eq!(code(&out), 64, "{bad:?}: {out:?}");
+    }
+}

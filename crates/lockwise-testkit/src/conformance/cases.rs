@@ -11,6 +11,7 @@ use tokio::time::{Instant, sleep, timeout};
 
 use super::Harness;
 pub(crate) use super::held_cases::*;
+pub(crate) use super::rwlock_cases::*;
 pub(crate) use super::semaphore_cases::*;
 use crate::flaky::{FlakyBackend, Op};
 

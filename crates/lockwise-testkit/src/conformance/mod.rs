@@ -40,6 +40,7 @@ use lockwise::Locker;
 
 mod cases;
 mod held_cases;
+mod rwlock_cases;
 mod semaphore_cases;
 
 /// How the suite reaches one backend: fresh clients of one store private to a test, and what
@@ -136,6 +137,8 @@ macro_rules! __for_each_case {
             a_semaphore_grants_at_most_its_permits,
             a_semaphore_waiter_gets_a_freed_permit_and_times_out_typed,
             a_frozen_permit_holder_is_fenced,
+            readers_share_and_a_writer_excludes_them,
+            a_waiting_writer_keeps_new_readers_out,
         }
     };
 }

@@ -151,8 +151,10 @@ pub(crate) async fn show(
             dt { "finished" } dd { (time(job.finished_at)) }
         }
         div.actions {
-            @if job.state == JobState::Dead {
+            @if matches!(job.state, JobState::Dead | JobState::Cancelled) {
                 (action(&state, &format!("/jobs/{id}/retry"), "Retry", html! {}))
+            }
+            @if job.state == JobState::Dead {
                 (confirmed_action(&state, &format!("/jobs/{id}/delete"), "Delete", Some("Delete this dead letter for good?"), html! {}))
             }
             @if job.state == JobState::Scheduled {

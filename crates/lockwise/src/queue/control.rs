@@ -8,15 +8,15 @@ use crate::error::Result;
 use crate::metrics::{self, JobEvent};
 
 impl Queue {
-    /// Sends a dead job back to available with a fresh budget of attempts. `false` if it is
-    /// not a dead job of this store.
+    /// Sends a dead or cancelled job back to ready with a fresh budget of attempts (the job,
+    /// its id and key, not a copy). `false` if it is neither dead nor cancelled, or was pruned.
     ///
     /// # Cancel safety
     ///
-    /// One statement, applied or not; after a dropped call that applied it, retrying again
-    /// returns `false`.
+    /// One statement (a transaction on PostgreSQL for a cancelled job), applied or not; after a
+    /// dropped call that applied it, retrying again returns `false`.
     pub async fn retry(&self, id: JobId) -> Result<bool> {
-        self.driver.retry(id).await
+        Ok(self.driver.retry(id).await? || self.driver.retry_cancelled(id).await?)
     }
 
     /// Sends every dead letter of this queue back to ready now, each with a fresh budget of

@@ -138,6 +138,9 @@ pub(crate) trait Driver: std::fmt::Debug + Send + Sync + 'static {
     /// Sends a dead job back to available with a fresh budget.
     async fn retry(&self, id: JobId) -> Result<bool>;
 
+    /// Sends a cancelled job back to available with a fresh budget.
+    async fn retry_cancelled(&self, id: JobId) -> Result<bool>;
+
     /// Deletes one dead letter and frees its key.
     async fn delete_dead(&self, id: JobId) -> Result<bool>;
 

@@ -152,6 +152,7 @@ on_both_databases!(
     schedules::a_missed_period_is_enqueued_once_and_catch_up_bounds_the_rest,
     schedules::bad_schedules_are_refused,
     schedules::a_queue_s_jobs_are_cancelled_at_once_by_state,
+    schedules::a_cancelled_job_can_be_retried,
     lifecycle::an_idempotency_key_returns_the_existing_job,
     lifecycle::an_enqueue_in_a_rolled_back_transaction_leaves_no_job,
     lifecycle::a_late_completion_after_a_rescue_is_rejected,

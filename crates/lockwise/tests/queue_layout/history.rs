@@ -347,3 +347,77 @@ pub(super) async fn a_prune_takes_what_it_sees_and_leaves_what_commits_later() {
     assert!(q.job(late).await.unwrap().is_none());
     idle.rollback().await.unwrap();
 }
+
+/// Seals the finished history's counts as a worker's maintenance does (seal_lock.sql, then
+/// seal_done.sql, in one transaction).
+async fn seal(pool: &PgPool, schema: &str) {
+    let quoted = format!("\"{schema}\"");
+    let fill = |sql: &str| sql.replace("{schema}", &quoted);
+    let mut tx = pool.begin().await.unwrap();
+    for sql in [
+        include_str!("../../sql/postgres/queue/seal_lock.sql"),
+        include_str!("../../sql/postgres/queue/seal_done.sql"),
+    ] {
+        sqlx::query(sqlx::AssertSqlSafe(fill(sql)))
+            .execute(&mut *tx)
+            .await
+            .unwrap();
+    }
+    tx.commit().await.unwrap();
+}
+
+/// A cancelled job retried leaves the history with its count, sealed or not: the counts stay
+/// exact through later seals and prunes; it keeps its id and key; a pruned one is gone.
+#[tokio::test]
+pub(super) async fn a_retried_cancelled_job_leaves_exact_counts_sealed_or_not() {
+    let (schema, q) = open("retry_cancelled").await;
+    let pool = PgPoolOptions::new()
+        .max_connections(2)
+        .connect(schema.url())
+        .await
+        .unwrap();
+    let mut ids = Vec::new();
+    for i in 0..3 {
+        let id = q
+            .enqueue(Job::new(json!({ "i": i })).key(format!("c-{i}")))
+            .await
+            .unwrap();
+        assert!(q.cancel(id).await.unwrap());
+        ids.push(id);
+    }
+    // Sealed: the three are in done_counts now (this test's transactions are the oldest only
+    // if no other runs; the counts are exact either way).
+    sleep(Duration::from_millis(50)).await;
+    seal(&pool, schema.name()).await;
+    assert_eq!(q.stats().await.unwrap().cancelled, 3);
+    assert!(q.retry(ids[0]).await.unwrap());
+    assert!(!q.retry(ids[0]).await.unwrap(), "not cancelled any more");
+    let s = q.stats().await.unwrap();
+    assert_eq!((s.ready, s.cancelled), (1, 2), "{s:?}");
+    let job = q.job(ids[0]).await.unwrap().unwrap();
+    assert_eq!(
+        (job.state, job.key.as_deref()),
+        (JobState::Ready, Some("c-0"))
+    );
+    assert_eq!(
+        q.enqueue(Job::new(json!({})).key("c-0")).await.unwrap(),
+        ids[0],
+        "its key still names it"
+    );
+    // Not sealed yet: cancelled and retried between two seals.
+    let fresh = q.enqueue(Job::new(json!("fresh"))).await.unwrap();
+    assert!(q.cancel(fresh).await.unwrap());
+    assert!(q.retry(fresh).await.unwrap());
+    seal(&pool, schema.name()).await;
+    let s = q.stats().await.unwrap();
+    assert_eq!((s.ready, s.cancelled), (2, 2), "{s:?}");
+    // Pruned: gone, not retried.
+    assert_eq!(
+        q.prune(JobState::Cancelled, Duration::ZERO).await.unwrap(),
+        2
+    );
+    assert!(!q.retry(ids[1]).await.unwrap(), "a pruned job");
+    seal(&pool, schema.name()).await;
+    let s = q.stats().await.unwrap();
+    assert_eq!((s.ready, s.cancelled), (2, 0), "{s:?}");
+}

@@ -29,9 +29,9 @@ macro_rules! sql {
 }
 
 // After `sql!`, which they use.
+mod control;
 mod insert;
 mod migrations;
-mod schedules;
 
 use self::migrations::{MIGRATE_LOCK, RELEASE_LOCK};
 
@@ -504,6 +504,10 @@ impl Driver for MysqlDriver {
             .execute(&self.pool)
             .await?;
         Ok(done.rows_affected() == 1)
+    }
+
+    async fn retry_cancelled(&self, id: JobId) -> Result<bool> {
+        self.retry_a_cancelled(id.0).await
     }
 
     async fn delete_dead(&self, id: JobId) -> Result<bool> {

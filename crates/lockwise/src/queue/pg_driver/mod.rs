@@ -10,7 +10,7 @@
 //! it locks anything, so that it keeps the heartbeat's (segment, id) order; migration 10
 //! (`v10.sql`) has a confirmation do the same and lock each segment's rows in id order;
 //! migration 11 (`v11.sql`) makes the finished history a ring that retention truncates;
-//! migration 15 (`v15.sql`) adds paused queues and periodic schedules (`schedules.rs`).
+//! migration 15 (`v15.sql`) adds paused queues and periodic schedules (`control.rs`).
 //!
 //! # Storage: one table per stage, rings reset by TRUNCATE
 //!
@@ -85,11 +85,11 @@
 //! segment by segment in ascending order; the rarer statements on a lease (heartbeat,
 //! failure, hand-back, reap, cancel) go through the parent.
 
+mod control;
 mod insert;
 mod listen;
 mod migrations;
 mod rings;
-mod schedules;
 mod segments;
 mod statements;
 
@@ -490,6 +490,10 @@ impl Driver for PgDriver {
             .execute(&self.db)
             .await?;
         Ok(done.rows_affected() == 1)
+    }
+
+    async fn retry_cancelled(&self, id: JobId) -> Result<bool> {
+        self.retry_a_cancelled(id.0).await
     }
 
     async fn delete_dead(&self, id: JobId) -> Result<bool> {

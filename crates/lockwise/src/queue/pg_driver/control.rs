@@ -1,5 +1,5 @@
-//! Paused queues, periodic schedules (`v15.sql`) and cancelling a queue's jobs at once on
-//! PostgreSQL.
+//! Queue control beyond the worker's path on PostgreSQL: paused queues, periodic schedules
+//! (`v15.sql`), cancelling a queue's jobs at once, retrying a cancelled job.
 
 use sqlx::Row;
 
@@ -84,5 +84,19 @@ impl PgDriver {
             .fetch_one(&self.db)
             .await?;
         Ok(u64::try_from(cancelled).unwrap_or(0))
+    }
+
+    pub(super) async fn retry_a_cancelled(&self, id: i64) -> Result<bool> {
+        self.migrate().await?;
+        let mut tx = self.db.begin().await?;
+        sqlx::query(q(&self.sql.prune_lock))
+            .execute(&mut tx)
+            .await?;
+        let moved: i64 = sqlx::query_scalar(q(&self.sql.retry_cancelled))
+            .bind(id)
+            .fetch_one(&mut tx)
+            .await?;
+        tx.commit().await?;
+        Ok(moved == 1)
     }
 }

@@ -1,5 +1,5 @@
-//! Paused queues, periodic schedules (`v6.sql`) and cancelling a queue's jobs at once on
-//! MariaDB/MySQL.
+//! Queue control beyond the worker's path on MariaDB/MySQL: paused queues, periodic
+//! schedules (`v6.sql`), cancelling a queue's jobs at once, retrying a cancelled job.
 
 use sqlx::{Connection, Row};
 
@@ -16,6 +16,7 @@ const PERIODIC_ENSURE: &str = sql!("periodic_ensure.sql");
 const PERIODIC_LOCK: &str = sql!("periodic_lock.sql");
 const PERIODIC_ADVANCE: &str = sql!("periodic_advance.sql");
 const CANCEL_ALL: &str = sql!("cancel_all.sql");
+const RETRY_CANCELLED: &str = sql!("retry_cancelled.sql");
 
 impl MysqlDriver {
     pub(super) async fn pause_or_resume(&self, queue: &str, paused: bool) -> Result<bool> {
@@ -91,5 +92,14 @@ impl MysqlDriver {
             .execute(&self.pool)
             .await?;
         Ok(done.rows_affected())
+    }
+
+    pub(super) async fn retry_a_cancelled(&self, id: i64) -> Result<bool> {
+        self.migrate().await?;
+        let done = sqlx::query(self.sql(RETRY_CANCELLED))
+            .bind(id)
+            .execute(&self.pool)
+            .await?;
+        Ok(done.rows_affected() == 1)
     }
 }
