@@ -5,7 +5,6 @@ use std::path::PathBuf;
 
 use lockwise::partition::Group;
 use lockwise::queue::ConnectOptions;
-use tokio::signal::unix::{SignalKind, signal};
 
 use crate::exit::{self, Failure};
 use crate::metrics::MetricsArgs;
@@ -131,18 +130,7 @@ async fn ui(args: UiArgs) -> Result<(), Failure> {
         }
     }
 
-    let (mut term, mut int) = match (
-        signal(SignalKind::terminate()),
-        signal(SignalKind::interrupt()),
-    ) {
-        (Ok(t), Ok(i)) => (t, i),
-        (Err(e), _) | (_, Err(e)) => {
-            return Err(Failure {
-                code: exit::BACKEND,
-                message: format!("cannot install signal handlers: {e}"),
-            });
-        }
-    };
+    let stop = crate::child::graceful_stop(None)?;
     let addr = listener.local_addr().unwrap_or(args.listen);
     // On loopback only the loopback names are answered (against DNS rebinding); on another
     // address the operator chose what reaches it.
@@ -155,15 +143,10 @@ async fn ui(args: UiArgs) -> Result<(), Failure> {
         ]);
     }
     eprintln!("lockwise: dashboard on http://{addr}/");
-    lockwise_ui::serve(listener, dashboard, async move {
-        tokio::select! {
-            _ = term.recv() => {}
-            _ = int.recv() => {}
-        }
-    })
-    .await
-    .map_err(|e| Failure {
-        code: exit::BACKEND,
-        message: format!("the dashboard's server failed: {e}"),
-    })
+    lockwise_ui::serve(listener, dashboard, stop.cancelled_owned())
+        .await
+        .map_err(|e| Failure {
+            code: exit::BACKEND,
+            message: format!("the dashboard's server failed: {e}"),
+        })
 }

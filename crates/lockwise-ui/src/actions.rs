@@ -153,29 +153,37 @@ pub(crate) async fn purge_dead(
 
 /// Pauses `queue`: workers claim none of its jobs until it is resumed.
 pub(crate) async fn pause(
-    Shared(state): Shared<Arc<State>>,
-    Path(queue): Path<String>,
-    Form(form): Form<Plain>,
+    state: Shared<Arc<State>>,
+    queue: Path<String>,
+    form: Form<Plain>,
 ) -> Answer {
-    let q = match queue_for_action(&state, form.csrf.as_deref(), &queue) {
-        Ok(q) => q,
-        Err(refused) => return Ok(refused),
-    };
-    q.pause().await?;
-    Ok(Redirect::to("/queues").into_response())
+    set_paused(state, queue, form, true).await
 }
 
 /// Resumes `queue`.
 pub(crate) async fn resume(
+    state: Shared<Arc<State>>,
+    queue: Path<String>,
+    form: Form<Plain>,
+) -> Answer {
+    set_paused(state, queue, form, false).await
+}
+
+async fn set_paused(
     Shared(state): Shared<Arc<State>>,
     Path(queue): Path<String>,
     Form(form): Form<Plain>,
+    paused: bool,
 ) -> Answer {
     let q = match queue_for_action(&state, form.csrf.as_deref(), &queue) {
         Ok(q) => q,
         Err(refused) => return Ok(refused),
     };
-    q.resume().await?;
+    if paused {
+        q.pause().await?;
+    } else {
+        q.resume().await?;
+    }
     Ok(Redirect::to("/queues").into_response())
 }
 

@@ -16,7 +16,7 @@ pub(crate) use deadline::{DECIDE_AHEAD, DeadlineFeed};
 pub(crate) use fds::stop_with_parent;
 pub(crate) use group::{ProcessGroup, exit_code};
 pub(crate) use resolve::resolve;
-pub(crate) use signals::Signals;
+pub(crate) use signals::{Signals, graceful_stop};
 pub(crate) use spawn::Supervision;
 pub(crate) use supervisor::{SuperviseArgs, supervise};
 pub(crate) use terminal::Terminal;

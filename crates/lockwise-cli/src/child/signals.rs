@@ -1,5 +1,6 @@
 //! Signals caught for a command, to forward to its process group (or, in the supervisor, to
-//! drop): once caught, they no longer stop lockwise itself.
+//! drop): once caught, they no longer stop lockwise itself. And the graceful stop of the
+//! long-running commands (`queue work`, `queue schedule`, `ui`) at SIGTERM or SIGINT.
 
 use std::io;
 use std::task::Poll;
@@ -32,4 +33,26 @@ impl Signals {
         })
         .await
     }
+}
+
+/// A token cancelled at the first SIGTERM or SIGINT, after `said` is printed on stderr: the
+/// graceful stop of a long-running command.
+pub(crate) fn graceful_stop(
+    said: Option<&'static str>,
+) -> Result<tokio_util::sync::CancellationToken, crate::exit::Failure> {
+    let mut signals =
+        Signals::install(&[Signal::SIGTERM, Signal::SIGINT]).map_err(|e| crate::exit::Failure {
+            code: crate::exit::BACKEND,
+            message: format!("cannot install signal handlers: {e}"),
+        })?;
+    let stop = tokio_util::sync::CancellationToken::new();
+    let token = stop.clone();
+    tokio::spawn(async move {
+        signals.recv().await;
+        if let Some(said) = said {
+            eprintln!("{said}");
+        }
+        token.cancel();
+    });
+    Ok(stop)
 }

@@ -3,8 +3,6 @@
 use std::time::Duration;
 
 use lockwise::queue::{Job, Schedule};
-use tokio::signal::unix::{SignalKind, signal};
-use tokio_util::sync::CancellationToken;
 
 use super::conn::{Conn, Store, open};
 use crate::duration;
@@ -101,27 +99,7 @@ pub(super) async fn schedule(a: ScheduleArgs) -> Result<u8, Failure> {
         }
         return Ok(0);
     }
-    let shutdown = CancellationToken::new();
-    let (mut term, mut int) = match (
-        signal(SignalKind::terminate()),
-        signal(SignalKind::interrupt()),
-    ) {
-        (Ok(t), Ok(i)) => (t, i),
-        (Err(e), _) | (_, Err(e)) => {
-            return Err(Failure {
-                code: exit::BACKEND,
-                message: format!("cannot install signal handlers: {e}"),
-            });
-        }
-    };
-    let stop = shutdown.clone();
-    tokio::spawn(async move {
-        tokio::select! {
-            _ = term.recv() => {}
-            _ = int.recv() => {}
-        }
-        stop.cancel();
-    });
+    let shutdown = crate::child::graceful_stop(None)?;
     eprintln!(
         "lockwise: scheduling {:?} on queue {:?}",
         periodic.name(),

@@ -11,8 +11,6 @@ use nix::sys::signal::{Signal, killpg};
 use nix::unistd::Pid;
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::process::Command;
-use tokio::signal::unix::{SignalKind, signal};
-use tokio_util::sync::CancellationToken;
 
 use super::conn::{Conn, Store, open};
 use crate::child::{DECIDE_AHEAD, DeadlineFeed};
@@ -21,7 +19,7 @@ use crate::metrics::MetricsArgs;
 
 /// How often `queue work --metrics-addr` samples its queues' depth.
 const DEPTH_EVERY: Duration = Duration::from_secs(5);
-use crate::{duration, exit};
+use crate::duration;
 
 #[derive(Debug, clap::Args)]
 pub(super) struct WorkArgs {
@@ -139,28 +137,9 @@ pub(super) async fn work(a: WorkArgs) -> Result<u8, Failure> {
     if a.metrics.enabled() {
         worker = worker.depth_metrics(DEPTH_EVERY);
     }
-    let shutdown = CancellationToken::new();
-    let (mut term, mut int) = match (
-        signal(SignalKind::terminate()),
-        signal(SignalKind::interrupt()),
-    ) {
-        (Ok(t), Ok(i)) => (t, i),
-        (Err(e), _) | (_, Err(e)) => {
-            return Err(Failure {
-                code: exit::BACKEND,
-                message: format!("cannot install signal handlers: {e}"),
-            });
-        }
-    };
-    let stop = shutdown.clone();
-    tokio::spawn(async move {
-        tokio::select! {
-            _ = term.recv() => {}
-            _ = int.recv() => {}
-        }
-        eprintln!("lockwise: shutting down: no new jobs, running ones get the grace period");
-        stop.cancel();
-    });
+    let shutdown = crate::child::graceful_stop(Some(
+        "lockwise: shutting down: no new jobs, running ones get the grace period",
+    ))?;
     let handler = Arc::new(Handler {
         command: a.command,
         url: a.conn.url,
