@@ -80,6 +80,18 @@ pub(super) async fn a_paused_queue_is_not_claimed_until_resumed(q: Queue) {
     );
     stop.cancel();
     task.await.unwrap().unwrap();
+    // A worker that drains and exits (until_idle) finds nothing to do in a paused queue.
+    let report = tokio::time::timeout(
+        Duration::from_secs(5),
+        fast(&q).until_idle(true).run(
+            |_job| async { Ok::<_, String>(()) },
+            CancellationToken::new(),
+        ),
+    )
+    .await
+    .expect("until_idle returns while its queue is paused")
+    .unwrap();
+    assert_eq!(report.done, 0);
     assert!(q.resume().await.unwrap());
     let err = q.named("").pause().await.unwrap_err();
     assert!(

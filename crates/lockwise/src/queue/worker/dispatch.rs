@@ -173,21 +173,29 @@ impl Dispatcher {
         let idle_full = self.claims.is_empty()
             && places.saturating_sub(held + self.reserved) == 0
             && self.acks.is_empty();
-        // Paused queues are left out; with all of them paused, a claim only acknowledges.
-        let active: Vec<String> = {
+        // Paused queues are left out (`None`: none is); with all of them paused, a claim
+        // only acknowledges.
+        let (active, all_paused) = {
             let paused = self.paused.borrow();
-            self.queues
-                .iter()
-                .filter(|q| !paused.contains(q))
-                .cloned()
-                .collect()
+            if paused.is_empty() {
+                (None, false)
+            } else {
+                let active: Vec<String> = self
+                    .queues
+                    .iter()
+                    .filter(|q| !paused.contains(q))
+                    .cloned()
+                    .collect();
+                let all_paused = active.is_empty();
+                (Some(active), all_paused)
+            }
         };
         loop {
             let mut free = places.saturating_sub(held + self.reserved).min(batch);
             if let Some(left) = self.budget {
                 free = free.min(left.saturating_sub(self.reserved));
             }
-            if active.is_empty() {
+            if all_paused {
                 free = 0;
             }
             let launch = if self.claims.is_empty() {
@@ -202,10 +210,9 @@ impl Dispatcher {
             self.reserved += free;
             let request = ClaimRequest {
                 queue: worker.queue.clone(),
-                names: if active.is_empty() {
-                    self.queues.clone()
-                } else {
-                    active.clone()
+                names: match &active {
+                    Some(active) if !all_paused => active.clone(),
+                    _ => self.queues.clone(),
                 },
                 worker: worker.id.clone(),
                 limit: free,
@@ -216,6 +223,25 @@ impl Dispatcher {
             self.claims.push(Box::pin(request.send_on_own_task()));
         }
         idle_full
+    }
+
+    /// With [`Worker::until_idle`]: whether every queue is paused and nothing runs, waits,
+    /// is being claimed or is left to acknowledge, so that nothing can come.
+    pub(super) fn idle_while_paused(&self, worker: &Worker) -> bool {
+        if !(worker.until_idle
+            && self.claims.is_empty()
+            && self.acks.is_empty()
+            && self.waiting.is_empty())
+        {
+            return false;
+        }
+        let paused = self.paused.borrow();
+        self.queues.iter().all(|q| paused.contains(q))
+            && self
+                .running
+                .lock()
+                .unwrap_or_else(PoisonError::into_inner)
+                .is_empty()
     }
 
     /// Books a claim's answer: its jobs join the line, its failure is remembered and its

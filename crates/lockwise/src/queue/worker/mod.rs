@@ -301,8 +301,9 @@ impl Worker {
     /// graphile-worker's `--once`): once a claim made while no handler runs finds no ready
     /// job, it stops claiming and returns, as after a shutdown. Jobs not ready yet (delayed,
     /// or waiting for a retry) do not keep it running; a failed attempt is retried only if
-    /// its retry is due before the worker runs out of work. `shutdown` still stops it
-    /// earlier. Default `false`: run until `shutdown`.
+    /// its retry is due before the worker runs out of work; with every queue of the worker
+    /// [paused](super::Queue::pause) it returns once its jobs are done. `shutdown` still
+    /// stops it earlier. Default `false`: run until `shutdown`.
     ///
     /// ```no_run
     /// # async fn demo(queue: lockwise::queue::Queue) -> lockwise::Result<()> {
@@ -568,7 +569,7 @@ impl Worker {
                 &mut d.report,
                 &mut spawn_job,
             );
-            if shutdown.is_cancelled() || d.spent() {
+            if shutdown.is_cancelled() || d.spent() || d.idle_while_paused(&self) {
                 break;
             }
             let idle_full = d.send_claims(&self);
