@@ -49,7 +49,8 @@ pub(super) struct ScheduleArgs {
     #[arg(long, default_value_t = 5, value_parser = clap::value_parser!(u16).range(1..), value_name = "N")]
     max_attempts: u16,
     /// Besides the newest period due, enqueue up to N older ones that no scheduler enqueued
-    #[arg(long, default_value_t = 0, value_name = "N")]
+    /// (at most 10,000)
+    #[arg(long, default_value_t = 0, value_name = "N", value_parser = clap::value_parser!(u32).range(..=i64::from(lockwise::queue::MAX_CATCH_UP)))]
     catch_up: u32,
     /// One tick: enqueue what is due now, print the new jobs' ids (one a line) and exit
     #[arg(long)]

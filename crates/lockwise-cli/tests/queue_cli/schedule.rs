@@ -92,6 +92,7 @@ pub(super) fn racing_schedulers_one_killed_enqueue_one_job_per_period(db: Db) {
         &["--every", "500ms"],
         &["--every", "1s", "--payload", "{"],
         &["--every", "1s", "--cron", "* * * * *"],
+        &["--every", "1s", "--catch-up", "10001"],
         &[],
     ] {
         let out = queue(

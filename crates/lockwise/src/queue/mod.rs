@@ -74,7 +74,7 @@ use tokio_util::sync::CancellationToken;
 pub use connect::ConnectOptions;
 pub use executor::Executor;
 pub use job::{Job, JobId, MAX_JOB_KEY_LEN, MAX_QUEUE_NAME_LEN, check_queue_name};
-pub use periodic::{MAX_SCHEDULE_NAME_LEN, Periodic, Schedule, check_schedule_name};
+pub use periodic::{MAX_CATCH_UP, MAX_SCHEDULE_NAME_LEN, Periodic, Schedule, check_schedule_name};
 pub use protocol::Protocol;
 pub use values::{Claimed, Enqueued, JobInfo, JobState, QueueOverview, Stats, WorkerInfo};
 pub use worker::{JobContext, Worker, WorkerReport};

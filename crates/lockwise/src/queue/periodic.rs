@@ -58,6 +58,9 @@ pub fn check_schedule_name(name: &str) -> Result<()> {
     Ok(())
 }
 
+/// The most missed periods one tick enqueues besides the newest ([`Periodic::catch_up`]).
+pub const MAX_CATCH_UP: u32 = 10_000;
+
 /// The longest a scheduler sleeps between two ticks, however far the next period is: a tick
 /// is cheap, and a long sleep would hide a schedule edited or a clock that moved.
 const MAX_SLEEP: Duration = Duration::from_secs(60);
@@ -195,11 +198,11 @@ impl Queue {
 
 impl Periodic {
     /// Besides the newest period due, enqueue up to `periods` older ones that no scheduler
-    /// enqueued (all schedulers down across several periods). Default 0: a tick after a gap
-    /// enqueues one job, for the newest period.
+    /// enqueued (all schedulers down across several periods), at most [`MAX_CATCH_UP`].
+    /// Default 0: a tick after a gap enqueues one job, for the newest period.
     #[must_use]
     pub fn catch_up(mut self, periods: u32) -> Self {
-        self.catch_up = periods;
+        self.catch_up = periods.min(MAX_CATCH_UP);
         self
     }
 
@@ -269,6 +272,8 @@ impl Periodic {
             .saturating_add(1);
         let plan = |now_micros: i64, last: Option<i64>| {
             let now = now_micros.div_euclid(1_000_000);
+            // A new schedule needs only its newest period.
+            let most = if last.is_none() { 1 } else { most };
             let mut due = self.schedule.due(now, last, most);
             let newest = *due.first()?;
             if last.is_none() {

@@ -210,6 +210,16 @@ pub(super) async fn bad_schedules_are_refused(q: Queue) {
     }
     let hourly_job = q.periodic("h", hourly, Job::new(json!(1))).unwrap();
     assert!(hourly_job.tick().await.unwrap().is_empty());
+    // A catch-up beyond the bound is held to it; a new schedule looks at its newest period
+    // only, whatever the catch-up.
+    let every = Schedule::every(Duration::from_secs(1)).unwrap();
+    let eager = q
+        .periodic("eager", every, Job::new(json!(1)))
+        .unwrap()
+        .catch_up(u32::MAX);
+    let started = Instant::now();
+    assert!(eager.tick().await.unwrap().is_empty());
+    assert!(started.elapsed() < Duration::from_secs(2));
     assert_eq!(q.stats().await.unwrap().ready, 0);
 }
 
