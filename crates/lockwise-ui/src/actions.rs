@@ -34,20 +34,49 @@ fn no_store() -> Response {
     (StatusCode::NOT_FOUND, "no queue store configured").into_response()
 }
 
-/// Sends dead letter `id` back to ready with a fresh budget of attempts.
+/// The store an action may change: `Err` with the refusal (403 without actions or the CSRF
+/// token, 404 without a store).
+#[allow(clippy::result_large_err)] // the refusal is the handler's answer as it stands
+fn store_for_action<'s>(
+    state: &'s State,
+    csrf: Option<&str>,
+) -> Result<&'s lockwise::queue::Queue, Response> {
+    if let Some(refused) = refuse_action(state, csrf) {
+        return Err(refused);
+    }
+    state.queues.as_ref().ok_or_else(no_store)
+}
+
+/// What an action on job `id` does, before the dashboard shows the job again.
+#[derive(Clone, Copy)]
+enum JobAction {
+    Retry,
+    Cancel,
+    RunNow,
+}
+
+/// Runs `action` on job `id`, then shows the job.
+async fn on_job(state: &State, id: i64, form: &Plain, action: JobAction) -> Answer {
+    let queues = match store_for_action(state, form.csrf.as_deref()) {
+        Ok(queues) => queues,
+        Err(refused) => return Ok(refused),
+    };
+    let id = JobId(id);
+    match action {
+        JobAction::Retry => queues.retry(id).await?,
+        JobAction::Cancel => queues.cancel(id).await?,
+        JobAction::RunNow => queues.run_now(id).await?,
+    };
+    Ok(Redirect::to(&format!("/jobs/{id}")).into_response())
+}
+
+/// Sends dead or cancelled job `id` back to ready with a fresh budget of attempts.
 pub(crate) async fn retry(
     Shared(state): Shared<Arc<State>>,
     Path(id): Path<i64>,
     Form(form): Form<Plain>,
 ) -> Answer {
-    if let Some(refused) = refuse_action(&state, form.csrf.as_deref()) {
-        return Ok(refused);
-    }
-    let Some(queues) = &state.queues else {
-        return Ok(no_store());
-    };
-    queues.retry(JobId(id)).await?;
-    Ok(Redirect::to(&format!("/jobs/{id}")).into_response())
+    on_job(&state, id, &form, JobAction::Retry).await
 }
 
 /// Cancels job `id` if it has not finished.
@@ -56,14 +85,7 @@ pub(crate) async fn cancel(
     Path(id): Path<i64>,
     Form(form): Form<Plain>,
 ) -> Answer {
-    if let Some(refused) = refuse_action(&state, form.csrf.as_deref()) {
-        return Ok(refused);
-    }
-    let Some(queues) = &state.queues else {
-        return Ok(no_store());
-    };
-    queues.cancel(JobId(id)).await?;
-    Ok(Redirect::to(&format!("/jobs/{id}")).into_response())
+    on_job(&state, id, &form, JobAction::Cancel).await
 }
 
 /// Makes job `id` due now, if it waits for a later time.
@@ -72,14 +94,7 @@ pub(crate) async fn run_now(
     Path(id): Path<i64>,
     Form(form): Form<Plain>,
 ) -> Answer {
-    if let Some(refused) = refuse_action(&state, form.csrf.as_deref()) {
-        return Ok(refused);
-    }
-    let Some(queues) = &state.queues else {
-        return Ok(no_store());
-    };
-    queues.run_now(JobId(id)).await?;
-    Ok(Redirect::to(&format!("/jobs/{id}")).into_response())
+    on_job(&state, id, &form, JobAction::RunNow).await
 }
 
 /// Deletes dead letter `id` (and frees its key).
@@ -88,11 +103,9 @@ pub(crate) async fn delete(
     Path(id): Path<i64>,
     Form(form): Form<Plain>,
 ) -> Answer {
-    if let Some(refused) = refuse_action(&state, form.csrf.as_deref()) {
-        return Ok(refused);
-    }
-    let Some(queues) = &state.queues else {
-        return Ok(no_store());
+    let queues = match store_for_action(&state, form.csrf.as_deref()) {
+        Ok(queues) => queues,
+        Err(refused) => return Ok(refused),
     };
     let queue = queues.job(JobId(id)).await?.map(|job| job.queue);
     queues.delete_dead(JobId(id)).await?;
@@ -111,12 +124,7 @@ fn queue_for_action(
     csrf: Option<&str>,
     queue: &str,
 ) -> Result<lockwise::queue::Queue, Response> {
-    if let Some(refused) = refuse_action(state, csrf) {
-        return Err(refused);
-    }
-    let Some(queues) = &state.queues else {
-        return Err(no_store());
-    };
+    let queues = store_for_action(state, csrf)?;
     if let Err(e) = lockwise::queue::check_queue_name(queue) {
         return Err((StatusCode::BAD_REQUEST, e.to_string()).into_response());
     }
