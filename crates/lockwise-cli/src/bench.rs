@@ -202,13 +202,14 @@ fn targets(urls: &[String]) -> Vec<(String, bool)> {
     ]
 }
 
-/// The concurrency of the concurrent bench: 64 tasks on Redis and etcd (one multiplexed
-/// connection), 8 on the databases (a connection each).
-fn tasks_for(backend: &str) -> usize {
+/// The concurrencies of the concurrent bench: 64 tasks on Redis and etcd (the floor on one
+/// multiplexed connection); 8 and 64 on the databases (the floor on a connection per task,
+/// lockwise on its few shared sessions).
+fn tasks_for(backend: &str) -> &'static [usize] {
     if matches!(backend, "redis" | "etcd") {
-        64
+        &[64]
     } else {
-        8
+        &[8, 64]
     }
 }
 
@@ -233,8 +234,14 @@ async fn bench_lock(a: LockArgs) -> Result<u8, Failure> {
             message: format!("no server answered: {}", skipped.join("; ")),
         });
     }
-    // Sequential and concurrent: 2 sides per round; handoff: 1; run overhead: 2 per round.
-    let ticks = servers.len() as u64 * plan.rounds as u64 * (2 + 2 + 1 + 2);
+    // Sequential and each concurrent: 2 sides per round; handoff: 1; run overhead: 2 per round.
+    let ticks: u64 = servers
+        .iter()
+        .map(|(_, info)| {
+            let concurrent = tasks_for(&info.backend).len() as u64;
+            plan.rounds as u64 * (2 + 2 * concurrent + 1 + 2)
+        })
+        .sum();
     let bar = ProgressBar::new(ticks).with_style(
         ProgressStyle::with_template("{spinner} {msg:24} [{bar:30}] {pos}/{len} rounds")
             .unwrap_or_else(|_| ProgressStyle::default_bar()),
@@ -245,8 +252,10 @@ async fn bench_lock(a: LockArgs) -> Result<u8, Failure> {
         let backend = info.backend.as_str();
         bar.set_message(format!("{backend}: sequential"));
         results.push(lock::sequential(url, plan, &tick).await?);
-        bar.set_message(format!("{backend}: concurrent"));
-        results.push(lock::concurrent(url, tasks_for(backend), plan, &tick).await?);
+        for &tasks in tasks_for(backend) {
+            bar.set_message(format!("{backend}: concurrent ×{tasks}"));
+            results.push(lock::concurrent(url, tasks, plan, &tick).await?);
+        }
         bar.set_message(format!("{backend}: handoff"));
         results.push(lock::handoff(url, 8, Duration::from_millis(1), plan, &tick).await?);
         bar.set_message(format!("{backend}: lockwise run"));

@@ -62,6 +62,11 @@ impl OwnerToken {
         OwnerToken(rand::random())
     }
 
+    /// A token no grant has: for calls made on nobody's behalf.
+    pub(crate) const fn nobody() -> Self {
+        OwnerToken([0; 16])
+    }
+
     /// Rebuilds a token from its 32-character lowercase hex form.
     pub fn from_hex(s: &str) -> Option<Self> {
         let mut bytes = [0u8; 16];

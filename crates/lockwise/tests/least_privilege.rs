@@ -419,7 +419,7 @@ async fn postgres_locks_of_a_schema_older_than_the_holder_table() {
     sql_now(
         &admin,
         &[
-            format!("DROP TABLE \"{name}\".holder"),
+            format!("DROP TABLE \"{name}\".lock_holder"),
             format!("CREATE ROLE {role} LOGIN"),
         ]
         .into_iter()

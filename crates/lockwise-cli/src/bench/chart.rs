@@ -104,11 +104,16 @@ pub(super) fn scaling(file: &Path, results: &[Entry]) -> Result<(), Failure> {
 /// rounds as an error bar), by bench and backend; 1.0 is the floor.
 pub(super) fn lock(file: &Path, results: &[Entry]) -> Result<(), Failure> {
     let rated: Vec<&Entry> = results.iter().filter(|e| e.ratio.is_some()).collect();
-    let mut benches: Vec<&str> = Vec::new();
+    // The concurrent bench runs at more than one concurrency: a slot for each.
+    let slot = |e: &Entry| match (e.bench.as_str(), e.tasks) {
+        ("concurrent", Some(tasks)) => format!("concurrent ×{tasks}"),
+        (bench, _) => bench.to_owned(),
+    };
+    let mut benches: Vec<String> = Vec::new();
     let mut backends: Vec<&str> = Vec::new();
     for e in &rated {
-        if !benches.contains(&e.bench.as_str()) {
-            benches.push(&e.bench);
+        if !benches.contains(&slot(e)) {
+            benches.push(slot(e));
         }
         if !backends.contains(&e.backend.as_str()) {
             backends.push(&e.backend);
@@ -141,9 +146,7 @@ pub(super) fn lock(file: &Path, results: &[Entry]) -> Result<(), Failure> {
             .x_label_formatter(&|x| {
                 let i = x.round();
                 if (x - i).abs() < 0.01 && i >= 0.0 {
-                    labels
-                        .get(i as usize)
-                        .map_or_else(String::new, |s| (*s).to_owned())
+                    labels.get(i as usize).cloned().unwrap_or_default()
                 } else {
                     String::new()
                 }
@@ -165,7 +168,7 @@ pub(super) fn lock(file: &Path, results: &[Entry]) -> Result<(), Failure> {
                 .iter()
                 .filter(|e| e.backend == *backend)
                 .filter_map(|e| {
-                    let x = benches.iter().position(|n| *n == e.bench)? as f64 + offset;
+                    let x = benches.iter().position(|n| *n == slot(e))? as f64 + offset;
                     let r = e.ratio?;
                     Some((x, r.median, r.min, r.max))
                 })

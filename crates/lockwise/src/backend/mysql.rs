@@ -1,5 +1,7 @@
-//! MariaDB/MySQL `GET_LOCK` on a dedicated connection per guard (`GET_LOCK` is re-entrant per
-//! connection, so connections are never shared between grants).
+//! MariaDB/MySQL `GET_LOCK`, on a few sessions that every lock of the backend shares (see
+//! `backend/session`; a session holds any number of locks since MySQL 5.7 and MariaDB
+//! 10.0.2). Calls that come together go in one request: the `GET_LOCK`s, `RELEASE_LOCK`s and
+//! checks in one `SET`, then the counters of the keys granted in one upsert.
 //!
 //! - **Lock names** are case-insensitive and at most 64 characters, so every name is the
 //!   lowercase hex SHA-256 of the key (of `namespace:key` with a namespace) — fixed forever.
@@ -9,15 +11,15 @@
 //!   never below the server's clock in Unix milliseconds × 1024, so a crash that loses the
 //!   counter's last updates (`innodb_flush_log_at_trx_commit` ≠ 1, a failover to a replica
 //!   that missed them) never makes a token repeat, as long as the server's clock does not go
-//!   back (see `sql/mysql/grant.sql`, which grants, issues the token and sets the lease in
-//!   one round trip). So the counter needs no flush per grant: on MariaDB its table is Aria
+//!   back (see `sql/mysql/grant.sql`: the grants, their tokens and the lease go in one
+//!   round trip). So the counter needs no flush per grant: on MariaDB its table is Aria
 //!   without transactions (an InnoDB table left by an earlier version is converted at
 //!   connect, where the user may `ALTER` it), unless [`MysqlBuilder::durable_tokens`] asks
 //!   for InnoDB.
-//! - **Server-side lease**: the session's `wait_timeout` is set to the TTL — rounded *up* to
-//!   whole seconds, the server's unit — and reset by each renewal, so a holder frozen past its
-//!   TTL loses its session and its lock. (The holder's local deadline still uses the exact TTL,
-//!   so it gives up before the server does.)
+//! - **Server-side lease**: the session's `wait_timeout` is set by every request to the latest
+//!   deadline of its locks — rounded *up* to whole seconds, the server's unit — so a holder
+//!   frozen past its TTL loses its session and its lock. (The holder's local deadline still
+//!   uses the exact TTL, so it gives up before the server does.)
 //! - **Waiters** are woken by a probe that waits in `GET_LOCK(name, 1)` on its own connection
 //!   and gives the lock back in the same statement; it sees releases, dead holders and expired
 //!   sessions alike.
@@ -31,9 +33,9 @@ use sqlx::{AssertSqlSafe, ConnectOptions, Connection, Row};
 
 use super::HeldLock;
 use super::inspect::mysql as inspect;
-use super::session::{Granted, SessionLocks, SessionSql, session_backend};
+use super::session::{Kind, Lease, Op, SessionLocks, SessionSql, session_backend};
 use crate::error::{Error, Result};
-use crate::lease::{FencingToken, OwnerToken};
+use crate::lease::OwnerToken;
 use crate::url::redact_url;
 
 /// How long connecting may take before it is reported as failed.
@@ -43,16 +45,10 @@ const CONNECT_TIMEOUT: Duration = Duration::from_secs(4);
 const IDLE_WAIT_TIMEOUT: u64 = 28_800;
 
 const SCHEMA: &str = include_str!("../../sql/mysql/fence.sql");
-const GRANT: &str = include_str!("../../sql/mysql/grant.sql");
 
-/// [`GRANT`] without its comment lines: sent on every grant, as text.
-static GRANT_STATEMENTS: std::sync::LazyLock<String> = std::sync::LazyLock::new(|| {
-    GRANT
-        .lines()
-        .filter(|line| !line.trim_start().starts_with("--"))
-        .collect::<Vec<_>>()
-        .join("\n")
-});
+/// A fencing token's floor: the server's clock in Unix milliseconds × 1024 (see
+/// `sql/mysql/grant.sql`).
+const CLOCK_FLOOR: &str = "CAST(UNIX_TIMESTAMP(NOW(3)) * 1000 AS UNSIGNED) * 1024";
 
 /// `GET_LOCK` locks. Clones share the sessions.
 #[derive(Clone)]
@@ -134,7 +130,7 @@ impl MysqlBuilder {
                 )
             })?;
         Ok(MysqlBackend {
-            locks: SessionLocks::new(sql, shown, self.namespace, first),
+            locks: SessionLocks::new(sql, shown, self.namespace, first).await?,
         })
     }
 }
@@ -256,12 +252,7 @@ impl MysqlBackend {
     ///
     /// A read: dropping the future changes nothing.
     pub async fn session_id(&self, key: &str, owner: OwnerToken) -> Option<i64> {
-        let conn = self.locks.session(owner, key)?;
-        let mut conn = conn.lock().await;
-        sqlx::query_scalar("SELECT CAST(CONNECTION_ID() AS SIGNED)")
-            .fetch_one(&mut *conn)
-            .await
-            .ok()
+        self.locks.session_id(owner, key)
     }
 }
 
@@ -278,10 +269,101 @@ pub fn lock_name(key: &str) -> String {
     hex::encode(Sha256::digest(key.as_bytes()))
 }
 
-/// Sets the session's idle lifetime to `ttl`, rounded up to whole seconds.
 /// The server-side lease: the TTL rounded up to whole seconds, the server's unit.
 fn lease_secs(ttl: Duration) -> u64 {
     (ttl.as_secs() + u64::from(ttl.subsec_nanos() > 0)).max(1)
+}
+
+/// One request of `ops` (see `sql/mysql/grant.sql`), as text: several statements in one
+/// round trip, run in order on the session. Every inlined value is ours or hex: a number of
+/// seconds, hex lock names, the keys' bytes as hex literals.
+fn exchange_sql(ops: &[Op<'_>], lease: Lease) -> String {
+    use std::fmt::Write;
+    let mut sql = String::from("SET ");
+    let mut granted = Vec::new();
+    for (i, op) in ops.iter().enumerate() {
+        let name = lock_name(op.full);
+        let sep = if i == 0 { "" } else { ", " };
+        let _ = match op.kind {
+            Kind::Grant => {
+                granted.push((i, hex::encode(op.full.as_bytes())));
+                write!(sql, "{sep}@lw{i} = GET_LOCK('{name}', 0)")
+            }
+            Kind::Unlock => write!(sql, "{sep}@lw{i} = RELEASE_LOCK('{name}')"),
+            Kind::Check => write!(
+                sql,
+                "{sep}@lw{i} = (IS_USED_LOCK('{name}') = CONNECTION_ID())"
+            ),
+        };
+    }
+    if granted.is_empty() {
+        // Nothing granted here: the lease is known before the request runs.
+        let secs = if lease.kept {
+            lease_secs(lease.ttl)
+        } else {
+            IDLE_WAIT_TIMEOUT
+        };
+        let _ = write!(sql, ", SESSION wait_timeout = {secs};\nSELECT ");
+        for i in 0..ops.len() {
+            let sep = if i == 0 { "" } else { ", " };
+            let _ = write!(sql, "{sep}CAST(@lw{i} AS SIGNED)");
+        }
+        return sql;
+    }
+    sql.push_str(";\n");
+    match granted.as_slice() {
+        [] => {}
+        // One grant: its token comes back through LAST_INSERT_ID(), without reading the row.
+        [(i, key)] => {
+            let _ = writeln!(
+                sql,
+                "INSERT INTO lockwise_fence (lock_key, token) \
+                 SELECT X'{key}', LAST_INSERT_ID({CLOCK_FLOOR}) FROM DUAL WHERE @lw{i} = 1 \
+                 ON DUPLICATE KEY UPDATE token = LAST_INSERT_ID(GREATEST(token + 1, {CLOCK_FLOOR}));"
+            );
+        }
+        many => {
+            let rows: Vec<String> = many
+                .iter()
+                .map(|(i, key)| format!("SELECT X'{key}' AS k, @lw{i} AS got"))
+                .collect();
+            let _ = writeln!(
+                sql,
+                "INSERT INTO lockwise_fence (lock_key, token) \
+                 SELECT g.k, {CLOCK_FLOOR} FROM ({}) g WHERE g.got = 1 \
+                 ON DUPLICATE KEY UPDATE token = GREATEST(token + 1, {CLOCK_FLOOR});",
+                rows.join(" UNION ALL ")
+            );
+        }
+    }
+    let mut held = vec![if lease.kept { "TRUE" } else { "FALSE" }.to_owned()];
+    held.extend(granted.iter().map(|(i, _)| format!("@lw{i} = 1")));
+    let _ = write!(
+        sql,
+        "SET SESSION wait_timeout = IF({}, {}, {IDLE_WAIT_TIMEOUT});\nSELECT ",
+        held.join(" OR "),
+        lease_secs(lease.ttl)
+    );
+    let one = granted.len() == 1;
+    for (i, op) in ops.iter().enumerate() {
+        let sep = if i == 0 { "" } else { ", " };
+        let _ = write!(sql, "{sep}CAST(@lw{i} AS SIGNED)");
+        if op.kind == Kind::Grant {
+            if one {
+                let _ = write!(
+                    sql,
+                    ", IF(@lw{i} = 1, CAST(LAST_INSERT_ID() AS UNSIGNED), NULL)"
+                );
+            } else {
+                let key = hex::encode(op.full.as_bytes());
+                let _ = write!(
+                    sql,
+                    ", IF(@lw{i} = 1, (SELECT token FROM lockwise_fence WHERE lock_key = X'{key}'), NULL)"
+                );
+            }
+        }
+    }
+    sql
 }
 
 #[async_trait]
@@ -327,73 +409,39 @@ impl SessionSql for GetLock {
         }
     }
 
-    /// `GET_LOCK` without waiting; then the lease and the token.
-    async fn grant(
+    async fn session_id(&self, conn: &mut MySqlConnection) -> sqlx::Result<i64> {
+        sqlx::query_scalar("SELECT CAST(CONNECTION_ID() AS SIGNED)")
+            .fetch_one(conn)
+            .await
+    }
+
+    async fn exchange(
         &self,
         conn: &mut MySqlConnection,
-        full: &str,
-        ttl: Duration,
-    ) -> sqlx::Result<Option<Granted>> {
-        // One round trip: the lease first (a holder frozen right after the grant must still
-        // lose it), GET_LOCK, the next token only if granted, and the idle lifetime back if
-        // not (see sql/mysql/grant.sql). Every inlined value is ours or hex: a number of
-        // seconds, the hex lock name, the key's bytes as a hex literal.
-        let sql = GRANT_STATEMENTS
-            .replace("{lease}", &lease_secs(ttl).to_string())
-            .replace("{idle}", &IDLE_WAIT_TIMEOUT.to_string())
-            .replace("{name}", &lock_name(full))
-            .replace("{key}", &hex::encode(full.as_bytes()));
-        let rows = sqlx::raw_sql(AssertSqlSafe(sql))
+        ops: &[Op<'_>],
+        lease: Lease,
+    ) -> sqlx::Result<Vec<Option<u64>>> {
+        let rows = sqlx::raw_sql(AssertSqlSafe(exchange_sql(ops, lease)))
             .fetch_all(&mut *conn)
             .await?;
         let Some(row) = rows.first() else {
             return Err(sqlx::Error::RowNotFound);
         };
-        let (got, session, token): (Option<i64>, i64, u64) =
-            (row.try_get(0)?, row.try_get(1)?, row.try_get(2)?);
-        if got != Some(1) {
-            return Ok(None);
+        let mut column = 0;
+        let mut answers = Vec::with_capacity(ops.len());
+        for op in ops {
+            let yes = row.try_get::<Option<i64>, _>(column)? == Some(1);
+            column += 1;
+            answers.push(match op.kind {
+                Kind::Grant => {
+                    let token: Option<u64> = row.try_get(column)?;
+                    column += 1;
+                    token.filter(|_| yes)
+                }
+                Kind::Unlock | Kind::Check => Some(u64::from(yes)),
+            });
         }
-        Ok(Some(Granted {
-            token: Ok(FencingToken::new(token)),
-            session,
-        }))
-    }
-
-    async fn refused(&self, _conn: &mut MySqlConnection) -> bool {
-        true // the grant already restored its idle lifetime
-    }
-
-    async fn renew(
-        &self,
-        conn: &mut MySqlConnection,
-        full: &str,
-        ttl: Duration,
-    ) -> sqlx::Result<bool> {
-        // One round trip (two statements in one text-protocol request): the lease is reset and
-        // ownership read together. Both values are ours (a number of seconds and a hex name),
-        // never user input, so inlining them is safe.
-        let sql = format!(
-            "SET SESSION wait_timeout = {}; \
-             SELECT CAST(IS_USED_LOCK('{}') = CONNECTION_ID() AS SIGNED)",
-            lease_secs(ttl),
-            lock_name(full)
-        );
-        let rows = sqlx::raw_sql(AssertSqlSafe(sql)).fetch_all(conn).await?;
-        let mine: Option<i64> = match rows.first() {
-            Some(row) => row.try_get(0)?,
-            None => None,
-        };
-        Ok(mine == Some(1))
-    }
-
-    async fn check(&self, conn: &mut MySqlConnection, full: &str) -> sqlx::Result<bool> {
-        let mine: Option<i64> =
-            sqlx::query_scalar("SELECT CAST(IS_USED_LOCK(?) = CONNECTION_ID() AS SIGNED)")
-                .bind(lock_name(full))
-                .fetch_one(conn)
-                .await?;
-        Ok(mine == Some(1))
+        Ok(answers)
     }
 
     async fn held_by(
@@ -419,22 +467,6 @@ impl SessionSql for GetLock {
             }
         }
         Ok(held)
-    }
-
-    async fn unlock(&self, conn: &mut MySqlConnection, full: &str) -> sqlx::Result<(bool, bool)> {
-        // One round trip: the release, then the idle lifetime of a kept connection. The lock
-        // name is hex and the lifetime a number: safe to inline.
-        let sql = format!(
-            "SET @lw_released = RELEASE_LOCK('{}'); SET SESSION wait_timeout = {IDLE_WAIT_TIMEOUT}; \
-             SELECT CAST(@lw_released AS SIGNED)",
-            lock_name(full)
-        );
-        let rows = sqlx::raw_sql(AssertSqlSafe(sql)).fetch_all(conn).await?;
-        let released: Option<i64> = match rows.first() {
-            Some(row) => row.try_get(0)?,
-            None => None,
-        };
-        Ok((released == Some(1), true))
     }
 
     fn probe_id(&self, full: &str) -> String {

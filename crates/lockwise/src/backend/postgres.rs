@@ -1,13 +1,15 @@
-//! PostgreSQL session-scoped advisory locks, each on a dedicated connection owned by its guard.
+//! PostgreSQL session-scoped advisory locks, on a few sessions that every lock of the backend
+//! shares (see `backend/session`).
 //!
 //! - **Grant**: `pg_try_advisory_lock(ADVISORY_CLASS, hash)` (see
 //!   [`crate::postgres::advisory_key`]) and, in the same statement, the fencing
 //!   token from the schema's sequence (shared with transaction-scoped locks, never reissued).
+//!   Calls that come together go in one statement (`sql/postgres/locks/exchange.sql`).
 //! - **Process death**: the connection closes and the server releases the lock at once.
 //! - **A frozen process** keeps its TCP connection alive (its kernel still answers), so each
-//!   session gets a *server-side lease*: `idle_session_timeout` is set to the TTL and every
-//!   renewal (a liveness query) resets it. A holder frozen past its TTL loses its session and
-//!   the lock, exactly as a Redis lease expires.
+//!   session gets a *server-side lease*: `idle_session_timeout` is set by every statement to
+//!   the latest deadline of the session's locks. A holder frozen past its TTL loses its
+//!   session and the lock (once the session's other leases have run out too).
 //! - **A dropped or terminated connection** makes the next renewal fail, which fires the
 //!   guard's lost signal.
 //! - **Waiters** are woken by a probe: one connection per contended key and process that waits
@@ -15,8 +17,7 @@
 //!   same statement*, then wakes them. It sees releases, dead holders and expired server-side
 //!   leases alike.
 //!
-//! Connections carry `application_name = 'lockwise'`. Connections of failed attempts and
-//! released locks are kept (a few) for the next attempt.
+//! Connections carry `application_name = 'lockwise'`.
 
 use std::time::Duration;
 
@@ -26,9 +27,9 @@ use sqlx::{AssertSqlSafe, ConnectOptions};
 
 use super::HeldLock;
 use super::inspect::postgres as inspect;
-use super::session::{Granted, HolderRow, SessionLocks, SessionSql, session_backend};
+use super::session::{HolderRow, Kind, Lease, Op, SessionLocks, SessionSql, session_backend};
 use crate::db::pg_conn::{
-    CONNECT_TIMEOUT, DEFAULT_SCHEMA, Schema, advisory_key, connect, connect_options, token_from_db,
+    CONNECT_TIMEOUT, DEFAULT_SCHEMA, Schema, advisory_key, connect, connect_options,
 };
 use crate::db::pg_pooler;
 use crate::error::{Error, Result};
@@ -44,6 +45,8 @@ pub struct PostgresBackend {
 /// The advisory-lock statements.
 struct Advisory {
     options: PgConnectOptions,
+    exchange_sql: String,
+    /// `exchange.sql` for a request of one grant.
     grant_sql: String,
     record_sql: String,
     /// Whether the table of who holds what exists (see `sql/postgres/holder.sql`).
@@ -95,8 +98,13 @@ impl PostgresBuilder {
         // A statement the client gave up on (its call timed out) ends on the server too.
         // A waiter's probe sits in a lock call for up to a second at a time: that is a wait,
         // not a slow statement, so sqlx's statement log stays off on these connections.
+        // The lock statements are prepared once per session and planned once: a custom plan
+        // for each call's arrays would cost more than running the statement (~0.1 ms).
         let options = connect_options(&self.url)?
-            .options([("statement_timeout", "10s")])
+            .options([
+                ("statement_timeout", "10s"),
+                ("plan_cache_mode", "force_generic_plan"),
+            ])
             .disable_statement_logging();
         let shown = redact_url(&self.url);
         let mut first = connect(&options, &shown).await?;
@@ -115,20 +123,24 @@ impl PostgresBuilder {
             )));
         }
         let named = schema.migrate(&mut first, true).await? || schema.add_holder(&mut first).await;
+        let exchange_sql = schema.sql(include_str!("../../sql/postgres/locks/exchange.sql"));
         let grant_sql = schema.sql(
-            "SELECT set_config('idle_session_timeout', $3, false), pg_backend_pid(), \
-             CASE WHEN pg_try_advisory_lock($1, $2) THEN nextval('{schema}.fence_seq') END",
+            "SELECT CASE WHEN got THEN nextval('{schema}.fence_seq') END, \
+                    set_config('idle_session_timeout', CASE WHEN $3 OR got THEN $4 ELSE '0' END, \
+                               false) \
+               FROM (SELECT pg_try_advisory_lock($1, $2) AS got OFFSET 0) g",
         );
         let record_sql = schema.sql(include_str!("../../sql/postgres/locks/record.sql"));
         let sql = Advisory {
             options,
+            exchange_sql: exchange_sql.0,
             grant_sql: grant_sql.0,
             record_sql: record_sql.0,
             named,
             schema,
         };
         Ok(PostgresBackend {
-            locks: SessionLocks::new(sql, shown, self.namespace, first),
+            locks: SessionLocks::new(sql, shown, self.namespace, first).await?,
         })
     }
 }
@@ -159,12 +171,8 @@ impl PostgresBackend {
     ///
     /// A read: dropping the future changes nothing.
     pub async fn session_pid(&self, key: &str, owner: OwnerToken) -> Option<i32> {
-        let conn = self.locks.session(owner, key)?;
-        let mut conn = conn.lock().await;
-        sqlx::query_scalar("SELECT pg_backend_pid()")
-            .fetch_one(&mut *conn)
-            .await
-            .ok()
+        let pid = self.locks.session_id(owner, key)?;
+        i32::try_from(pid).ok()
     }
 
     /// The advisory-lock key of `key` under this backend's namespace (see
@@ -174,40 +182,72 @@ impl PostgresBackend {
     }
 }
 
-/// A lease for `idle_session_timeout`, in milliseconds.
-fn lease(ttl: Duration) -> String {
+/// A lease for `idle_session_timeout`, in milliseconds (at least one: zero turns it off).
+fn idle_timeout(ttl: Duration) -> String {
     format!("{}ms", ttl.as_millis().max(1))
 }
 
 impl Advisory {
+    /// A request of one call: what `exchange.sql` does, in a statement without its arrays,
+    /// common table expressions and sort, which cost more than the call itself.
+    async fn one(
+        &self,
+        conn: &mut PgConnection,
+        op: Op<'_>,
+        lease: Lease,
+    ) -> sqlx::Result<Option<u64>> {
+        let (class, half) = advisory_key(op.full);
+        let ttl = idle_timeout(lease.ttl);
+        let answer: Option<i64> = match op.kind {
+            Kind::Grant => {
+                let (token, _): (Option<i64>, String) =
+                    sqlx::query_as(AssertSqlSafe(self.grant_sql.clone()))
+                        .bind(class)
+                        .bind(half)
+                        .bind(lease.kept)
+                        .bind(ttl)
+                        .fetch_one(conn)
+                        .await?;
+                token
+            }
+            Kind::Unlock => {
+                let (unlocked, _): (bool, String) = sqlx::query_as(
+                    "SELECT pg_advisory_unlock($1, $2), \
+                     set_config('idle_session_timeout', CASE WHEN $3 THEN $4 ELSE '0' END, false)",
+                )
+                .bind(class)
+                .bind(half)
+                .bind(lease.kept)
+                .bind(ttl)
+                .fetch_one(conn)
+                .await?;
+                Some(i64::from(unlocked))
+            }
+            Kind::Check => {
+                let (held, _): (bool, String) = sqlx::query_as(
+                    "SELECT EXISTS (SELECT 1 FROM pg_locks WHERE locktype = 'advisory' \
+                       AND pid = pg_backend_pid() AND granted AND mode = 'ExclusiveLock' \
+                       AND objsubid = 2 AND classid = $1::int4::oid AND objid = $2::int4::oid), \
+                     set_config('idle_session_timeout', $3, false)",
+                )
+                .bind(class)
+                .bind(half)
+                .bind(ttl)
+                .fetch_one(conn)
+                .await?;
+                Some(i64::from(held))
+            }
+        };
+        answer
+            .map(|n| u64::try_from(n).map_err(|e| sqlx::Error::Decode(Box::new(e))))
+            .transpose()
+    }
+
     fn holders(&self) -> inspect::Holders<'_> {
         inspect::Holders {
             schema: &self.schema,
             table: self.named,
         }
-    }
-
-    /// Whether the session on `conn` holds the advisory lock of `full`; resets its lease to
-    /// `ttl` when given.
-    async fn check(
-        &self,
-        conn: &mut PgConnection,
-        full: &str,
-        ttl: Option<Duration>,
-    ) -> sqlx::Result<bool> {
-        let (class, half) = advisory_key(full);
-        sqlx::query_scalar(
-            "SELECT EXISTS (SELECT 1 FROM pg_locks WHERE locktype = 'advisory' \
-               AND pid = pg_backend_pid() AND granted AND objsubid = 2 \
-               AND classid = $1::int4::oid AND objid = $2::int4::oid) \
-             FROM (SELECT CASE WHEN $3::text IS NULL THEN NULL \
-                   ELSE set_config('idle_session_timeout', $3, false) END) lease",
-        )
-        .bind(class)
-        .bind(half)
-        .bind(ttl.map(lease))
-        .fetch_one(conn)
-        .await
     }
 }
 
@@ -220,45 +260,57 @@ impl SessionSql for Advisory {
         connect(&self.options, shown).await
     }
 
-    async fn grant(
+    async fn session_id(&self, conn: &mut PgConnection) -> sqlx::Result<i64> {
+        let pid: i32 = sqlx::query_scalar("SELECT pg_backend_pid()")
+            .fetch_one(conn)
+            .await?;
+        Ok(i64::from(pid))
+    }
+
+    async fn exchange(
         &self,
         conn: &mut PgConnection,
-        full: &str,
-        ttl: Duration,
-    ) -> sqlx::Result<Option<Granted>> {
-        let (class, half) = advisory_key(full);
-        let (_, session, token): (String, i32, Option<i64>) =
-            sqlx::query_as(AssertSqlSafe(self.grant_sql.clone()))
-                .bind(class)
-                .bind(half)
-                .bind(lease(ttl))
-                .fetch_one(conn)
+        ops: &[Op<'_>],
+        lease: Lease,
+    ) -> sqlx::Result<Vec<Option<u64>>> {
+        if let [op] = ops {
+            return self.one(conn, *op, lease).await.map(|answer| vec![answer]);
+        }
+        let (mut kinds, mut classes, mut halves) = (
+            Vec::with_capacity(ops.len()),
+            Vec::with_capacity(ops.len()),
+            Vec::with_capacity(ops.len()),
+        );
+        for op in ops {
+            let (class, half) = advisory_key(op.full);
+            kinds.push(match op.kind {
+                Kind::Grant => 0_i16,
+                Kind::Unlock => 1,
+                Kind::Check => 2,
+            });
+            classes.push(class);
+            halves.push(half);
+        }
+        let answers: Vec<Option<i64>> =
+            sqlx::query_scalar(AssertSqlSafe(self.exchange_sql.clone()))
+                .bind(kinds)
+                .bind(classes)
+                .bind(halves)
+                .bind(lease.kept)
+                .bind(idle_timeout(lease.ttl))
+                .fetch_all(conn)
                 .await?;
-        Ok(token.map(|token| Granted {
-            token: token_from_db(token),
-            session: i64::from(session),
-        }))
-    }
-
-    async fn refused(&self, conn: &mut PgConnection) -> bool {
-        // Not ours: keep the connection, without a lease that would close it.
-        sqlx::query("SELECT set_config('idle_session_timeout', '0', false)")
-            .execute(conn)
-            .await
-            .is_ok()
-    }
-
-    async fn renew(
-        &self,
-        conn: &mut PgConnection,
-        full: &str,
-        ttl: Duration,
-    ) -> sqlx::Result<bool> {
-        self.check(conn, full, Some(ttl)).await
-    }
-
-    async fn check(&self, conn: &mut PgConnection, full: &str) -> sqlx::Result<bool> {
-        Advisory::check(self, conn, full, None).await
+        answers
+            .into_iter()
+            .map(|answer| match answer {
+                // Every token and answer is positive or zero; a negative one is a broken
+                // session's.
+                Some(n) => u64::try_from(n)
+                    .map(Some)
+                    .map_err(|e| sqlx::Error::Decode(Box::new(e))),
+                None => Ok(None),
+            })
+            .collect()
     }
 
     async fn held_by(
@@ -280,18 +332,6 @@ impl SessionSql for Advisory {
             .bind(pids)
             .fetch_all(conn)
             .await
-    }
-
-    async fn unlock(&self, conn: &mut PgConnection, full: &str) -> sqlx::Result<(bool, bool)> {
-        let (class, half) = advisory_key(full);
-        let unlocked: bool = sqlx::query_scalar(
-            "SELECT pg_advisory_unlock($1, $2), set_config('idle_session_timeout', '0', false)",
-        )
-        .bind(class)
-        .bind(half)
-        .fetch_one(conn)
-        .await?;
-        Ok((unlocked, true))
     }
 
     fn probe_id(&self, full: &str) -> String {
@@ -352,6 +392,11 @@ impl SessionSql for Advisory {
             .bind(rows.iter().map(|r| secs(r.since)).collect::<Vec<_>>())
             .bind(rows.iter().map(|r| r.ttl.as_secs_f64()).collect::<Vec<_>>())
             .bind(crate::backend::inspect::this_process_encoded())
+            .bind(
+                rows.iter()
+                    .map(|r| advisory_key(&r.full).1)
+                    .collect::<Vec<_>>(),
+            )
             .execute(conn)
             .await?;
         Ok(())

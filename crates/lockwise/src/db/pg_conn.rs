@@ -90,7 +90,7 @@ impl Schema {
             "SELECT to_regclass('{schema}.once') IS NOT NULL \
                AND to_regclass('{schema}.fence_seq') IS NOT NULL \
                AND to_regprocedure('{schema}.fence(text, bigint)') IS NOT NULL, \
-             to_regclass('{schema}.holder') IS NOT NULL",
+             to_regclass('{schema}.lock_holder') IS NOT NULL",
         );
         if persistent {
             let (present, holder): (bool, bool) =
@@ -136,7 +136,7 @@ impl Schema {
             Err(error) => {
                 tracing::warn!(
                     %error,
-                    "cannot create the table of who holds what ({}.holder): locks are taken \
+                    "cannot create the table of who holds what ({}.lock_holder): locks are taken \
                      without it, and `lockwise locks` cannot name their keys; connect once as \
                      a role that may create tables in the schema",
                     self.quoted

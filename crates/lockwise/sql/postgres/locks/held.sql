@@ -7,7 +7,7 @@
 -- $2  one lock's object half (int4), or NULL for all
 -- $3  whether to terminate the holders' sessions (bool)
 --
--- A row of `holder` describes the lock only when its key hashes to the lock's object half:
+-- A row of `lock_holder` describes the lock only when its key hashes to the lock's object half:
 -- the caller checks. The lease left counts from the moment the session went idle, as
 -- idle_session_timeout does.
 SELECT l.pid,
@@ -26,7 +26,7 @@ SELECT l.pid,
            AND w.classid = l.classid AND w.objid = l.objid AND w.objsubid = 2) AS waiters,
        CASE WHEN $3 THEN pg_terminate_backend(l.pid, 5000) END AS terminated
   FROM pg_locks l
-  LEFT JOIN {schema}.holder h ON h.pid = l.pid
+  LEFT JOIN {schema}.lock_holder h ON h.pid = l.pid AND h.half::oid = l.objid
   LEFT JOIN pg_stat_activity a ON a.pid = l.pid
  WHERE l.locktype = 'advisory' AND l.granted AND l.objsubid = 2 AND l.mode = 'ExclusiveLock'
    AND l.classid = $1::int4::oid

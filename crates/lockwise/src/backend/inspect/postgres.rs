@@ -74,7 +74,7 @@ async fn read(
     if !holders.table {
         // A schema without the table (see sql/postgres/holder.sql): every lock unnamed.
         template = template.replace(
-            "LEFT JOIN {schema}.holder h ON h.pid = l.pid",
+            "LEFT JOIN {schema}.lock_holder h ON h.pid = l.pid AND h.half::oid = l.objid",
             "LEFT JOIN (SELECT NULL::int AS pid, NULL::text AS key, NULL::bigint AS token, \
              NULL::timestamptz AS since, NULL::interval AS lease, NULL::text AS holder) h \
              ON false",

@@ -1,25 +1,43 @@
 //! The skeleton shared by the backends whose locks live in a database session (PostgreSQL
-//! advisory locks, MySQL `GET_LOCK`): each grant owns a dedicated connection, found by owner
-//! token behind the same five trait calls; a few idle connections are kept for later attempts;
-//! and waiters learn of releases from a probe. Each database's SQL stays in its own file,
-//! behind [`SessionSql`].
+//! advisory locks, MySQL `GET_LOCK`): a few sessions shared by every lock of a backend, each
+//! carrying its calls in groups ([`pool`]), a book of what each session holds
+//! ([`book`]), a sweeper that lets locks go at their deadline, and probes that wake waiters
+//! on a release ([`probe`]). Each database's SQL stays in its own file, behind
+//! [`SessionSql`].
+//!
+//! **The server-side lease.** A session's idle lifetime (`idle_session_timeout`,
+//! `wait_timeout`) is set by every request to the latest deadline of the locks it holds,
+//! counted from the request's sending: a frozen or partitioned process stops sending, and the
+//! server ends its sessions, and their locks, once the last of their leases has run out
+//! (never before any of them: a lock whose holder still trusts it is never let go early).
+//! While the process runs, a lock whose deadline passes without a renewal is given back by
+//! the sweeper.
 
-use std::collections::HashMap;
+mod book;
+mod pool;
+mod probe;
+
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::{Arc, Mutex, PoisonError};
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
 use async_trait::async_trait;
-use tokio::sync::watch;
+use tokio::sync::{Notify, watch};
 
 use super::{Attempt, HeldLock, ReleaseWatch};
 use crate::error::{Error, Result};
-use crate::lease::{FencingToken, OwnerToken};
+use crate::lease::OwnerToken;
+use book::Book;
+pub(crate) use book::Lease;
+use pool::{Call, Pool, Reply};
+pub(crate) use pool::{Kind, Op};
+use probe::{Probes, wake};
 
 /// One database's statements for session locks. Every `full` key already carries the
 /// backend's namespace; `Err` from a statement means the session is unusable.
 #[async_trait]
 pub(crate) trait SessionSql: Send + Sync + 'static {
-    /// A connection; one per held lock.
+    /// A connection: a session that holds any number of locks.
     type Conn: Send + 'static;
 
     /// The backend's name in errors (`"postgres"`, `"mysql"`).
@@ -28,23 +46,21 @@ pub(crate) trait SessionSql: Send + Sync + 'static {
     /// A new connection, within the connect timeout.
     async fn connect(&self, shown: &str) -> Result<Self::Conn>;
 
-    /// Takes the lock without waiting, with its lease of `ttl`, and issues its fencing token:
-    /// `Ok(None)` when it is held elsewhere.
-    async fn grant(
+    /// The server's id of the session (`pg_backend_pid()`, `CONNECTION_ID()`).
+    async fn session_id(&self, conn: &mut Self::Conn) -> sqlx::Result<i64>;
+
+    /// Runs `ops` in order in one round trip, and sets the session's idle lifetime to
+    /// `lease.ttl` if it holds any lock afterwards (`lease.kept`, or a grant of `ops`
+    /// succeeded), else back to the server's default. One answer per op: a grant's fencing
+    /// token (`None`: held elsewhere); `Some(1)` when an unlock released the lock or a check
+    /// found it held by this session. No op's key is held by this session unless the op is
+    /// an unlock or a check of it.
+    async fn exchange(
         &self,
         conn: &mut Self::Conn,
-        full: &str,
-        ttl: Duration,
-    ) -> sqlx::Result<Option<Granted>>;
-
-    /// Readies a connection whose grant was refused for reuse; `false` if it cannot be kept.
-    async fn refused(&self, conn: &mut Self::Conn) -> bool;
-
-    /// Resets the session's lease to `ttl`; whether it still holds the lock.
-    async fn renew(&self, conn: &mut Self::Conn, full: &str, ttl: Duration) -> sqlx::Result<bool>;
-
-    /// Whether the session holds the lock.
-    async fn check(&self, conn: &mut Self::Conn, full: &str) -> sqlx::Result<bool>;
+        ops: &[Op<'_>],
+        lease: Lease,
+    ) -> sqlx::Result<Vec<Option<u64>>>;
 
     /// For each `(lock, session)`, whether that session holds that lock, asked on another
     /// connection in one statement.
@@ -53,9 +69,6 @@ pub(crate) trait SessionSql: Send + Sync + 'static {
         conn: &mut Self::Conn,
         locks: &[(String, i64)],
     ) -> sqlx::Result<Vec<bool>>;
-
-    /// Gives the lock back: (whether it was held, whether the connection can be kept).
-    async fn unlock(&self, conn: &mut Self::Conn, full: &str) -> sqlx::Result<(bool, bool)>;
 
     /// Which probe watches the lock: keys that share a server-side lock share a probe.
     fn probe_id(&self, full: &str) -> String;
@@ -103,14 +116,6 @@ pub(crate) struct HolderRow {
     /// When it was granted (this machine's clock).
     pub(crate) since: std::time::SystemTime,
     pub(crate) ttl: Duration,
-}
-
-/// A lock taken by [`SessionSql::grant`].
-pub(crate) struct Granted {
-    /// Its fencing token (an error if the counter's value is out of range).
-    pub(crate) token: Result<FencingToken>,
-    /// The server's id of the session that holds it (`pg_backend_pid()`, `CONNECTION_ID()`).
-    pub(crate) session: i64,
 }
 
 /// Implements [`Backend`](super::Backend) and `Debug` for a public backend type whose field
@@ -197,11 +202,35 @@ struct Inner<D: SessionSql> {
     sql: D,
     shown: String,
     namespace: Option<String>,
-    sessions: Sessions<D::Conn>,
+    pool: Mutex<Pool<D::Conn>>,
+    book: Mutex<Book>,
+    /// Serials of sessions.
+    serial: AtomicU64,
+    /// Wakes the sweeper when a deadline comes before the one it sleeps until, or when the
+    /// backend is dropped.
+    sweeper: Arc<Notify>,
+    sweeping: AtomicBool,
     probes: Probes,
     /// The connection that checks, for the locker's loss check, which sessions still hold
     /// their locks; opened on first use, dropped after a failure.
     checker: tokio::sync::Mutex<Option<D::Conn>>,
+}
+
+impl<D: SessionSql> Inner<D> {
+    fn pool(&self) -> std::sync::MutexGuard<'_, Pool<D::Conn>> {
+        self.pool.lock().unwrap_or_else(PoisonError::into_inner)
+    }
+
+    fn book(&self) -> std::sync::MutexGuard<'_, Book> {
+        self.book.lock().unwrap_or_else(PoisonError::into_inner)
+    }
+}
+
+impl<D: SessionSql> Drop for Inner<D> {
+    fn drop(&mut self) {
+        // The sweeper ends when it finds the backend gone.
+        self.sweeper.notify_one();
+    }
 }
 
 impl<D: SessionSql> Clone for SessionLocks<D> {
@@ -213,20 +242,29 @@ impl<D: SessionSql> Clone for SessionLocks<D> {
 }
 
 impl<D: SessionSql> SessionLocks<D> {
-    /// Session locks on `sql`, keeping `first` for the first attempt.
-    pub(crate) fn new(sql: D, shown: String, namespace: Option<String>, first: D::Conn) -> Self {
+    /// Session locks on `sql`, with `first` as their first session.
+    pub(crate) async fn new(
+        sql: D,
+        shown: String,
+        namespace: Option<String>,
+        first: D::Conn,
+    ) -> Result<Self> {
         let locks = SessionLocks {
             inner: Arc::new(Inner {
                 sql,
                 shown,
                 namespace,
-                sessions: Sessions::default(),
+                pool: Mutex::default(),
+                book: Mutex::default(),
+                serial: AtomicU64::new(0),
+                sweeper: Arc::new(Notify::new()),
+                sweeping: AtomicBool::new(false),
                 probes: Probes::default(),
                 checker: tokio::sync::Mutex::new(None),
             }),
         };
-        locks.inner.sessions.keep(first);
-        locks
+        locks.adopt(first).await?;
+        Ok(locks)
     }
 
     /// The server's URL, password redacted.
@@ -239,9 +277,9 @@ impl<D: SessionSql> SessionLocks<D> {
         crate::lease::namespaced(self.inner.namespace.as_deref(), key).into_owned()
     }
 
-    /// The connection holding `key` for `owner`, if any.
-    pub(crate) fn session(&self, owner: OwnerToken, key: &str) -> Option<Shared<D::Conn>> {
-        self.inner.sessions.get(owner, key)
+    /// The server's id of the session holding `key` for `owner`, if any.
+    pub(crate) fn session_id(&self, owner: OwnerToken, key: &str) -> Option<i64> {
+        self.inner.book().session_id(owner, key)
     }
 
     fn fail(&self, what: &str, e: sqlx::Error) -> Error {
@@ -293,92 +331,97 @@ impl<D: SessionSql> SessionLocks<D> {
         }))
     }
 
+    fn call_for(&self, kind: Kind, key: &str, owner: OwnerToken, ttl: Option<Duration>) -> Call {
+        Call {
+            kind,
+            full: self.full_key(key),
+            owner,
+            key: key.to_owned(),
+            ttl,
+            reply: None,
+        }
+    }
+
     pub(crate) async fn try_acquire(
         &self,
         key: &str,
         owner: OwnerToken,
         ttl: Duration,
     ) -> Result<Attempt> {
-        let (sql, full) = (&self.inner.sql, self.full_key(key));
-        let mut conn = match self.inner.sessions.spare() {
-            Some(conn) => conn,
-            None => self.fresh().await?,
+        if !self.inner.sweeping.swap(true, Ordering::Relaxed) {
+            tokio::spawn(pool::sweep(Arc::downgrade(&self.inner)));
+        }
+        let mut fresh = false;
+        loop {
+            let session = if fresh {
+                self.open().await?
+            } else {
+                self.pick().await?
+            };
+            let call = self.call_for(Kind::Grant, key, owner, Some(ttl));
+            return match self.call(&session, call).await {
+                Reply::Granted(token) => Ok(Attempt::Granted(token)),
+                Reply::Refused => Ok(Attempt::Held { expires_in: None }),
+                // A kept session may have been closed by the server meanwhile: try a new one.
+                Reply::Broken(_) if !fresh => {
+                    fresh = true;
+                    continue;
+                }
+                Reply::Broken(e) => Err(e),
+                Reply::Answer(_) => Err(Error::backend_msg(D::NAME, "a grant answered a check")),
+            };
+        }
+    }
+
+    /// Asks `owner`'s lock's session whether it still holds it, renewing its lease to `ttl`
+    /// when given. A lock past its deadline is given back instead.
+    async fn check(&self, key: &str, owner: OwnerToken, ttl: Option<Duration>) -> bool {
+        let now = Instant::now();
+        let (serial, live) = match self.inner.book().held(owner, key) {
+            Some(held) => (held.session, held.deadline > now),
+            None => return false,
         };
-        let token = match sql.grant(&mut conn, &full, ttl).await {
-            Ok(token) => token,
-            // A kept connection may have been closed by the server meanwhile: use a new one.
-            Err(_) => {
-                conn = self.fresh().await?;
-                sql.grant(&mut conn, &full, ttl)
-                    .await
-                    .map_err(|e| self.fail("acquire", e))?
-            }
+        if !live {
+            self.expire(key, owner, now);
+            return false;
+        }
+        let Some(session) = self.find(serial) else {
+            return false;
         };
-        let Some(granted) = token else {
-            if sql.refused(&mut conn).await {
-                self.inner.sessions.keep(conn);
-            }
-            return Ok(Attempt::Held { expires_in: None });
-        };
-        // An unusable token drops the connection: its session ends, and the lock with it.
-        let token = granted.token?;
-        let row = HolderRow {
-            full,
-            session: granted.session,
-            token: token.get(),
-            since: std::time::SystemTime::now(),
-            ttl,
-        };
-        self.inner.sessions.hold(owner, key, row, conn);
-        Ok(Attempt::Granted(token))
+        let call = self.call_for(Kind::Check, key, owner, ttl);
+        matches!(self.call(&session, call).await, Reply::Answer(true))
+    }
+
+    /// Gives back `owner`'s lock on `key`, whose deadline has passed, in the background.
+    fn expire(&self, key: &str, owner: OwnerToken, now: Instant) {
+        let unlocking = self.inner.book().unlocking(owner, key, now);
+        if let Some((full, session, _)) = unlocking {
+            self.unlock_later(session, full);
+        }
     }
 
     pub(crate) async fn extend(&self, key: &str, owner: OwnerToken, ttl: Duration) -> Result<bool> {
-        let Some(conn) = self.inner.sessions.get(owner, key) else {
-            return Ok(false);
-        };
-        let full = self.full_key(key);
-        let alive = self
-            .inner
-            .sql
-            .renew(&mut *conn.lock().await, &full, ttl)
-            .await;
-        if matches!(alive, Ok(true)) {
-            return Ok(true);
-        }
-        // The session is gone (terminated, idle timeout, network): so is its lock.
-        self.inner.sessions.end(owner);
-        Ok(false)
-    }
-
-    pub(crate) async fn release(&self, key: &str, owner: OwnerToken) -> Result<bool> {
-        if self.inner.sessions.get(owner, key).is_none() {
-            return Ok(false);
-        }
-        let Some(conn) = self.inner.sessions.end(owner) else {
-            return Ok(false);
-        };
-        let full = self.full_key(key);
-        let unlocked = self.inner.sql.unlock(&mut *conn.lock().await, &full).await;
-        match unlocked {
-            Ok((released, reusable)) => {
-                if reusable {
-                    self.inner.sessions.keep_shared(conn);
-                }
-                Ok(released)
-            }
-            // A dead session holds nothing.
-            Err(_) => Ok(false),
-        }
+        Ok(self.check(key, owner, Some(ttl)).await)
     }
 
     pub(crate) async fn holds(&self, key: &str, owner: OwnerToken) -> Result<bool> {
-        let Some(conn) = self.inner.sessions.get(owner, key) else {
+        Ok(self.check(key, owner, None).await)
+    }
+
+    pub(crate) async fn release(&self, key: &str, owner: OwnerToken) -> Result<bool> {
+        let unlocking = self.inner.book().unlocking(owner, key, Instant::now());
+        let Some((full, serial, live)) = unlocking else {
             return Ok(false);
         };
-        let full = self.full_key(key);
-        let held = self.inner.sql.check(&mut *conn.lock().await, &full).await;
-        Ok(held.unwrap_or(false))
+        let Some(session) = self.find(serial) else {
+            // Its session broke, and the lock went with it.
+            self.inner.book().end(&full);
+            return Ok(false);
+        };
+        let mut call = self.call_for(Kind::Unlock, key, owner, None);
+        call.full = full;
+        // A lock past its deadline is given back too, but was no longer the caller's.
+        Ok(matches!(self.call(&session, call).await, Reply::Answer(true)) && live)
     }
 
     /// Asks, on a connection of its own and in one statement, whether each lease's session
@@ -388,7 +431,7 @@ impl<D: SessionSql> SessionLocks<D> {
         let mut asked = Vec::with_capacity(leases.len());
         let mut index = Vec::with_capacity(leases.len());
         for (key, owner) in leases {
-            index.push(self.inner.sessions.session_id(*owner, key).map(|session| {
+            index.push(self.inner.book().session_id(*owner, key).map(|session| {
                 asked.push((self.full_key(key), session));
                 asked.len() - 1
             }));
@@ -411,7 +454,7 @@ impl<D: SessionSql> SessionLocks<D> {
                 .map_err(|e| self.fail("ownership check", e))?;
             let rows = self
                 .inner
-                .sessions
+                .book()
                 .unrecorded(leases.iter().map(|(_, owner)| *owner));
             let recorded = rows.is_empty() || {
                 let written = self.inner.sql.record(&mut conn, &rows).await;
@@ -468,186 +511,4 @@ impl<D: SessionSql> SessionLocks<D> {
             }
         }
     }
-}
-
-/// How many idle connections are kept.
-const SPARES: usize = 4;
-
-/// A held lock's connection, locked while a call uses it.
-pub(crate) type Shared<C> = Arc<tokio::sync::Mutex<C>>;
-
-#[derive(Debug)]
-pub(crate) struct Sessions<C> {
-    held: Mutex<HashMap<OwnerToken, Held<C>>>,
-    spares: Mutex<Vec<C>>,
-}
-
-/// A held lock's session.
-#[derive(Debug)]
-struct Held<C> {
-    key: String,
-    /// The server's id of the session.
-    session: i64,
-    conn: Shared<C>,
-    /// Who holds it, until the loss check has written it; whether a check has seen it.
-    unrecorded: Option<(HolderRow, bool)>,
-}
-
-impl<C> Default for Sessions<C> {
-    fn default() -> Self {
-        Sessions {
-            held: Mutex::default(),
-            spares: Mutex::default(),
-        }
-    }
-}
-
-impl<C> Sessions<C> {
-    /// Records the connection (server session `row.session`) that holds `key` for `owner`.
-    pub(crate) fn hold(&self, owner: OwnerToken, key: &str, row: HolderRow, conn: C) {
-        let conn = Arc::new(tokio::sync::Mutex::new(conn));
-        self.held
-            .lock()
-            .unwrap_or_else(PoisonError::into_inner)
-            .insert(
-                owner,
-                Held {
-                    key: key.to_owned(),
-                    session: row.session,
-                    conn,
-                    unrecorded: Some((row, false)),
-                },
-            );
-    }
-
-    /// Who holds the locks of `owners` that a loss check saw before and none has written yet
-    /// (taken: a failed write leaves them unnamed); the others are marked seen. So a lock held
-    /// for less than one check's interval costs no write.
-    pub(crate) fn unrecorded(&self, owners: impl Iterator<Item = OwnerToken>) -> Vec<HolderRow> {
-        let mut held = self.held.lock().unwrap_or_else(PoisonError::into_inner);
-        owners
-            .filter_map(|owner| {
-                let pending = &mut held.get_mut(&owner)?.unrecorded;
-                match pending {
-                    Some((_, seen)) if !*seen => {
-                        *seen = true;
-                        None
-                    }
-                    _ => pending.take().map(|(row, _)| row),
-                }
-            })
-            .collect()
-    }
-
-    /// The connection holding `key` for `owner`, if any.
-    pub(crate) fn get(&self, owner: OwnerToken, key: &str) -> Option<Shared<C>> {
-        let held = self.held.lock().unwrap_or_else(PoisonError::into_inner);
-        held.get(&owner)
-            .filter(|h| h.key == key)
-            .map(|h| h.conn.clone())
-    }
-
-    /// The server's id of the session holding `key` for `owner`, if any.
-    pub(crate) fn session_id(&self, owner: OwnerToken, key: &str) -> Option<i64> {
-        let held = self.held.lock().unwrap_or_else(PoisonError::into_inner);
-        held.get(&owner).filter(|h| h.key == key).map(|h| h.session)
-    }
-
-    /// Forgets `owner`'s session (its lock is released or lost) and returns its connection.
-    pub(crate) fn end(&self, owner: OwnerToken) -> Option<Shared<C>> {
-        self.held
-            .lock()
-            .unwrap_or_else(PoisonError::into_inner)
-            .remove(&owner)
-            .map(|h| h.conn)
-    }
-
-    /// An idle connection, if one is kept.
-    pub(crate) fn spare(&self) -> Option<C> {
-        self.spares
-            .lock()
-            .unwrap_or_else(PoisonError::into_inner)
-            .pop()
-    }
-
-    /// Keeps an idle connection for a later attempt (up to a few).
-    pub(crate) fn keep(&self, conn: C) {
-        let mut spares = self.spares.lock().unwrap_or_else(PoisonError::into_inner);
-        if spares.len() < SPARES {
-            spares.push(conn);
-        }
-    }
-
-    /// Keeps a connection that sessions no longer share.
-    pub(crate) fn keep_shared(&self, conn: Shared<C>) {
-        if let Ok(conn) = Arc::try_unwrap(conn) {
-            self.keep(conn.into_inner());
-        }
-    }
-}
-
-/// Release detection for session locks: a *probe* per watched key and process waits for the
-/// lock with a blocking, time-limited lock call on a connection of its own, gives it back at
-/// once, and wakes the waiters. Unlike a notification sent by the releaser, this also fires
-/// when a holder's session dies or its server-side lease runs out.
-#[derive(Debug, Default)]
-pub(crate) struct Probes {
-    keys: Arc<Mutex<HashMap<String, Probe>>>,
-}
-
-#[derive(Debug)]
-struct Probe {
-    released: watch::Sender<u64>,
-    waiters: usize,
-    task: tokio::task::AbortHandle,
-}
-
-impl Probes {
-    /// A watch on lock `id`; the first waiter starts `probe`, the last one out stops it.
-    pub(crate) fn watch<F, Fut>(&self, id: String, probe: F) -> ReleaseWatch
-    where
-        F: FnOnce(watch::Sender<u64>) -> Fut,
-        Fut: std::future::Future<Output = ()> + Send + 'static,
-    {
-        let mut keys = self.keys.lock().unwrap_or_else(PoisonError::into_inner);
-        let entry = keys.entry(id.clone()).or_insert_with(|| {
-            let released = watch::Sender::new(0);
-            let task = tokio::spawn(probe(released.clone())).abort_handle();
-            Probe {
-                released,
-                waiters: 0,
-                task,
-            }
-        });
-        entry.waiters += 1;
-        let rx = entry.released.subscribe();
-        let unwatch = Unwatch {
-            keys: self.keys.clone(),
-            id,
-        };
-        ReleaseWatch::new(rx, Some(Box::new(unwatch)))
-    }
-}
-
-struct Unwatch {
-    keys: Arc<Mutex<HashMap<String, Probe>>>,
-    id: String,
-}
-
-impl Drop for Unwatch {
-    fn drop(&mut self) {
-        let mut keys = self.keys.lock().unwrap_or_else(PoisonError::into_inner);
-        if let Some(probe) = keys.get_mut(&self.id) {
-            probe.waiters -= 1;
-            if probe.waiters == 0 {
-                probe.task.abort();
-                keys.remove(&self.id);
-            }
-        }
-    }
-}
-
-/// Wakes every waiter of a probe.
-fn wake(released: &watch::Sender<u64>) {
-    released.send_modify(|n| *n = n.wrapping_add(1));
 }

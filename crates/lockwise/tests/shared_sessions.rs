@@ -1,0 +1,309 @@
+//! PostgreSQL and MariaDB locks share a few server sessions per backend: many locks cost a
+//! few connections, a lock whose renewals stop is let go at its deadline though its session
+//! lives on for the others, a caller that goes away mid-grant leaves nothing held, and a
+//! killed session loses exactly the locks it held.
+
+#![allow(clippy::unwrap_used, clippy::expect_used)]
+
+use std::collections::HashSet;
+use std::time::Duration;
+
+use futures_util::future::join_all;
+use lockwise::backend::mysql::MysqlBackend;
+use lockwise::backend::postgres::PostgresBackend;
+use lockwise::{Guard, LockOptions, Locker, OwnerToken};
+use lockwise_testkit::{PgSchema, mysql_url, sql_now, unique};
+use tokio::time::{Instant, sleep, timeout};
+
+const MS: Duration = Duration::from_millis(1);
+
+/// A server of session locks: its backend, with what the tests ask of it.
+#[derive(Clone)]
+enum Backend {
+    Pg(PostgresBackend, String),
+    My(MysqlBackend),
+}
+
+/// What keeps a server's test state alive (the PostgreSQL schema).
+enum Server {
+    Pg(PgSchema),
+    My(String),
+}
+
+impl Server {
+    fn postgres() -> Self {
+        Server::Pg(PgSchema::new("shared"))
+    }
+
+    fn mysql() -> Self {
+        Server::My(unique("shared"))
+    }
+
+    /// A new client, its own sessions.
+    async fn backend(&self) -> Backend {
+        match self {
+            Server::Pg(schema) => Backend::Pg(
+                PostgresBackend::builder(schema.url())
+                    .schema(schema.name())
+                    .connect()
+                    .await
+                    .expect("PostgreSQL on 127.0.0.1:5432: run scripts/services"),
+                schema.url().to_owned(),
+            ),
+            Server::My(namespace) => Backend::My(
+                MysqlBackend::builder(mysql_url())
+                    .namespace(namespace.as_str())
+                    .connect()
+                    .await
+                    .expect("MariaDB on 127.0.0.1:3306: run scripts/services"),
+            ),
+        }
+    }
+}
+
+impl Backend {
+    fn locker(&self) -> Locker {
+        match self {
+            Backend::Pg(b, _) => Locker::new(b.clone()),
+            Backend::My(b) => Locker::new(b.clone()),
+        }
+    }
+
+    /// The server's id of the session holding `key` for `owner`.
+    async fn session(&self, key: &str, owner: OwnerToken) -> i64 {
+        match self {
+            Backend::Pg(b, _) => i64::from(b.session_pid(key, owner).await.expect("held")),
+            Backend::My(b) => b.session_id(key, owner).await.expect("held"),
+        }
+    }
+
+    /// Ends a server session, as an administrator would.
+    fn kill(&self, session: i64) {
+        match self {
+            Backend::Pg(_, url) => sql_now(
+                url,
+                &[format!("SELECT pg_terminate_backend({session}, 5000)")],
+            ),
+            Backend::My(_) => sql_now(&mysql_url(), &[format!("KILL {session}")]),
+        }
+    }
+}
+
+fn opts() -> LockOptions {
+    LockOptions::ttl(Duration::from_secs(10))
+}
+
+fn keys(n: usize) -> Vec<String> {
+    let prefix = unique("k");
+    (0..n).map(|i| format!("{prefix}-{i}")).collect()
+}
+
+/// Takes every key at once, each in a task of its own.
+async fn take_all(locker: &Locker, keys: &[String]) -> Vec<Guard> {
+    join_all(keys.iter().map(|key| {
+        let (locker, key) = (locker.clone(), key.clone());
+        tokio::spawn(async move { locker.try_acquire(&key, &opts()).await })
+    }))
+    .await
+    .into_iter()
+    .map(|r| r.unwrap().unwrap().expect("free"))
+    .collect()
+}
+
+async fn many_locks_share_a_few_sessions(server: Server) {
+    let backend = server.backend().await;
+    let locker = backend.locker();
+    let rival = server.backend().await.locker();
+    let keys = keys(40);
+    let guards = take_all(&locker, &keys).await;
+    let mut sessions = HashSet::new();
+    for (key, guard) in keys.iter().zip(&guards) {
+        sessions.insert(backend.session(key, guard.owner()).await);
+    }
+    assert!(
+        !sessions.is_empty() && sessions.len() <= 3,
+        "40 locks on {} sessions",
+        sessions.len()
+    );
+    // Every one held for the server, and excluded for another client.
+    for key in &keys {
+        assert!(rival.try_acquire(key, &opts()).await.unwrap().is_none());
+    }
+    let first: Vec<u64> = guards.iter().map(|g| g.token().get()).collect();
+    for guard in guards {
+        assert!(guard.release().await.unwrap());
+    }
+    // Granted together again (requests of many grants): each key's token above its last.
+    let guards = take_all(&locker, &keys).await;
+    for ((key, guard), before) in keys.iter().zip(&guards).zip(&first) {
+        assert!(guard.token().get() > *before, "{key}: {} after {before}", guard.token());
+    }
+    for guard in guards {
+        assert!(guard.release().await.unwrap());
+    }
+    // A released lock is free for another client at once.
+    for key in &keys {
+        let guard = rival
+            .try_acquire(key, &opts())
+            .await
+            .unwrap()
+            .expect("released");
+        assert!(guard.release().await.unwrap());
+    }
+}
+
+async fn a_lock_left_unrenewed_goes_at_its_deadline(server: Server) {
+    let backend = server.backend().await;
+    let locker = backend.locker();
+    let rival = server.backend().await.locker();
+    let [kept, left] = <[String; 2]>::try_from(keys(2)).unwrap();
+    let kept_guard = locker
+        .try_acquire(&kept, &LockOptions::ttl(600 * MS))
+        .await
+        .unwrap()
+        .unwrap();
+    let start = Instant::now();
+    let left_guard = locker
+        .try_acquire(&left, &LockOptions::ttl(300 * MS).renew(false))
+        .await
+        .unwrap()
+        .unwrap();
+    // One after the other: the same session holds both, and the renewals of one keep it.
+    assert_eq!(
+        backend.session(&kept, kept_guard.owner()).await,
+        backend.session(&left, left_guard.owner()).await
+    );
+    assert!(rival.try_acquire(&left, &opts()).await.unwrap().is_none());
+    let taken = loop {
+        if let Some(guard) = rival.try_acquire(&left, &opts()).await.unwrap() {
+            break guard;
+        }
+        assert!(
+            start.elapsed() < 2_000 * MS,
+            "the unrenewed lock was never let go"
+        );
+        sleep(20 * MS).await;
+    };
+    let at = start.elapsed();
+    assert!(at >= 280 * MS, "let go at {at:?}, before its deadline");
+    assert!(left_guard.is_lost());
+    assert!(!left_guard.release().await.unwrap());
+    assert!(taken.is_held().await.unwrap());
+    // The renewed one is still held, through the same session.
+    sleep(700 * MS).await;
+    assert!(rival.try_acquire(&kept, &opts()).await.unwrap().is_none());
+    assert!(kept_guard.is_held().await.unwrap());
+    assert!(kept_guard.release().await.unwrap());
+    assert!(taken.release().await.unwrap());
+}
+
+async fn a_grant_whose_caller_went_away_is_given_back(server: Server) {
+    let backend = server.backend().await;
+    let locker = backend.locker();
+    let rival = server.backend().await.locker();
+    let keys = keys(64);
+    // Callers that give up at every moment of their grant, all at once.
+    let cut = join_all(keys.iter().enumerate().map(|(i, key)| {
+        let (locker, key) = (locker.clone(), key.clone());
+        tokio::spawn(async move {
+            let limit = Duration::from_micros(25 * i as u64);
+            match timeout(limit, locker.try_acquire(&key, &opts())).await {
+                Ok(granted) => {
+                    let guard = granted.unwrap().expect("free");
+                    assert!(guard.release().await.unwrap());
+                    false
+                }
+                Err(_) => true,
+            }
+        })
+    }))
+    .await;
+    let cut = cut.into_iter().filter(|c| *c.as_ref().unwrap()).count();
+    assert!(cut > 0, "no caller went away mid-grant");
+    // Nothing stays held: the grants nobody took were given back.
+    let start = Instant::now();
+    for key in &keys {
+        let guard = loop {
+            if let Some(guard) = rival.try_acquire(key, &opts()).await.unwrap() {
+                break guard;
+            }
+            assert!(start.elapsed() < 3_000 * MS, "{key} stayed held");
+            sleep(20 * MS).await;
+        };
+        assert!(guard.release().await.unwrap());
+    }
+    // And the backend goes on granting.
+    let guards = take_all(&locker, &keys).await;
+    for guard in guards {
+        assert!(guard.release().await.unwrap());
+    }
+}
+
+async fn a_killed_session_loses_its_locks_and_no_others(server: Server) {
+    let backend = server.backend().await;
+    let locker = backend.locker();
+    let rival = server.backend().await.locker();
+    let keys = keys(12);
+    let guards = take_all(&locker, &keys).await;
+    let mut sessions = Vec::new();
+    for (key, guard) in keys.iter().zip(&guards) {
+        sessions.push(backend.session(key, guard.owner()).await);
+    }
+    let victim = sessions[0];
+    backend.kill(victim);
+    for ((key, guard), session) in keys.iter().zip(&guards).zip(&sessions) {
+        if *session == victim {
+            timeout(2_000 * MS, guard.lost())
+                .await
+                .expect("a lock of the killed session never signalled its loss");
+            let taken = rival
+                .try_acquire(key, &opts())
+                .await
+                .unwrap()
+                .expect("free");
+            assert!(taken.release().await.unwrap());
+        } else {
+            assert!(!guard.is_lost(), "a lock of another session was lost");
+            assert!(rival.try_acquire(key, &opts()).await.unwrap().is_none());
+        }
+    }
+    // The backend grants again, on a session that lives.
+    let again = locker
+        .try_acquire(&keys[0], &opts())
+        .await
+        .unwrap()
+        .expect("free");
+    assert!(again.is_held().await.unwrap());
+    assert!(again.release().await.unwrap());
+    for guard in guards {
+        let _ = guard.release().await;
+    }
+}
+
+macro_rules! on_both {
+    ($($case:ident),* $(,)?) => {
+        mod postgres {
+            $(
+                #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+                async fn $case() {
+                    super::$case(super::Server::postgres()).await;
+                }
+            )*
+        }
+        mod mariadb {
+            $(
+                #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+                async fn $case() {
+                    super::$case(super::Server::mysql()).await;
+                }
+            )*
+        }
+    };
+}
+
+on_both!(
+    many_locks_share_a_few_sessions,
+    a_lock_left_unrenewed_goes_at_its_deadline,
+    a_grant_whose_caller_went_away_is_given_back,
+    a_killed_session_loses_its_locks_and_no_others,
+);
