@@ -136,7 +136,11 @@ async fn many_locks_share_a_few_sessions(server: Server) {
     // Granted together again (requests of many grants): each key's token above its last.
     let guards = take_all(&locker, &keys).await;
     for ((key, guard), before) in keys.iter().zip(&guards).zip(&first) {
-        assert!(guard.token().get() > *before, "{key}: {} after {before}", guard.token());
+        assert!(
+            guard.token().get() > *before,
+            "{key}: {} after {before}",
+            guard.token()
+        );
     }
     for guard in guards {
         assert!(guard.release().await.unwrap());
