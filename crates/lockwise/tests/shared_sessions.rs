@@ -1,7 +1,7 @@
 //! PostgreSQL and MariaDB locks share a few server sessions per backend: many locks cost a
 //! few connections, a lock whose renewals stop is let go at its deadline though its session
-//! lives on for the others, a caller that goes away mid-grant leaves nothing held, and a
-//! killed session loses exactly the locks it held.
+//! lives on for the others, locks of another TTL take another session, a caller that goes
+//! away mid-grant leaves nothing held, and a killed session loses exactly the locks it held.
 
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
@@ -168,11 +168,12 @@ async fn a_lock_left_unrenewed_goes_at_its_deadline(server: Server) {
         .unwrap();
     let start = Instant::now();
     let left_guard = locker
-        .try_acquire(&left, &LockOptions::ttl(300 * MS).renew(false))
+        .try_acquire(&left, &LockOptions::ttl(600 * MS).renew(false))
         .await
         .unwrap()
         .unwrap();
-    // One after the other: the same session holds both, and the renewals of one keep it.
+    // One after the other, with one TTL: the same session holds both, and the renewals of one
+    // keep it.
     assert_eq!(
         backend.session(&kept, kept_guard.owner()).await,
         backend.session(&left, left_guard.owner()).await
@@ -189,7 +190,7 @@ async fn a_lock_left_unrenewed_goes_at_its_deadline(server: Server) {
         sleep(20 * MS).await;
     };
     let at = start.elapsed();
-    assert!(at >= 280 * MS, "let go at {at:?}, before its deadline");
+    assert!(at >= 580 * MS, "let go at {at:?}, before its deadline");
     assert!(left_guard.is_lost());
     assert!(!left_guard.release().await.unwrap());
     assert!(taken.is_held().await.unwrap());
@@ -199,6 +200,49 @@ async fn a_lock_left_unrenewed_goes_at_its_deadline(server: Server) {
     assert!(kept_guard.is_held().await.unwrap());
     assert!(kept_guard.release().await.unwrap());
     assert!(taken.release().await.unwrap());
+}
+
+/// A session's lease is the latest deadline of its locks, so a lock of a short TTL never
+/// shares a session with longer ones: a frozen process would keep it that much longer.
+async fn locks_of_another_ttl_take_another_session(server: Server) {
+    let backend = server.backend().await;
+    let locker = backend.locker();
+    let [long, short, again] = <[String; 3]>::try_from(keys(3)).unwrap();
+    let take = |key: String, ttl: Duration| {
+        let locker = locker.clone();
+        async move {
+            locker
+                .try_acquire(&key, &LockOptions::ttl(ttl))
+                .await
+                .unwrap()
+                .expect("free")
+        }
+    };
+    let long_guard = take(long.clone(), 10_000 * MS).await;
+    let short_guard = take(short.clone(), 1_000 * MS).await;
+    let again_guard = take(again.clone(), 10_000 * MS).await;
+    let (long_at, short_at, again_at) = (
+        backend.session(&long, long_guard.owner()).await,
+        backend.session(&short, short_guard.owner()).await,
+        backend.session(&again, again_guard.owner()).await,
+    );
+    assert_ne!(
+        long_at, short_at,
+        "a 1 s lock joined a session of 10 s locks"
+    );
+    assert_eq!(long_at, again_at, "locks of one TTL share their session");
+    for guard in [long_guard, short_guard, again_guard] {
+        assert!(guard.release().await.unwrap());
+    }
+    // Once a session holds nothing, a lock of any TTL may use it.
+    let short_guard = take(short.clone(), 1_000 * MS).await;
+    let long_guard = take(long.clone(), 10_000 * MS).await;
+    assert_ne!(
+        backend.session(&short, short_guard.owner()).await,
+        backend.session(&long, long_guard.owner()).await
+    );
+    assert!(short_guard.release().await.unwrap());
+    assert!(long_guard.release().await.unwrap());
 }
 
 async fn a_grant_whose_caller_went_away_is_given_back(server: Server) {
@@ -308,6 +352,7 @@ macro_rules! on_both {
 on_both!(
     many_locks_share_a_few_sessions,
     a_lock_left_unrenewed_goes_at_its_deadline,
+    locks_of_another_ttl_take_another_session,
     a_grant_whose_caller_went_away_is_given_back,
     a_killed_session_loses_its_locks_and_no_others,
 );

@@ -23,6 +23,10 @@ pub(super) struct Book {
     expiry: BTreeMap<(Instant, u64), String>,
     /// The deadlines of the locks each session holds, by session serial and full key.
     sessions: HashMap<u64, HashMap<String, Instant>>,
+    /// How many keys each session holds or has a call on its way for, and the TTL of the
+    /// grant that made it busy: a session holds the locks of one TTL, so that its lease (the
+    /// latest deadline) keeps none of them much beyond its own.
+    classes: HashMap<u64, (usize, Duration)>,
     serial: u64,
     /// When the sweeper wakes next, if it sleeps.
     pub(super) sweep_at: Option<Instant>,
@@ -65,12 +69,20 @@ pub(crate) struct Lease {
 impl Book {
     /// Enters `full` as on its way to `session`; `false` if this backend already holds it or
     /// has a call for it on its way (the server would grant it again to the same session).
-    pub(super) fn begin(&mut self, full: &str, session: u64) -> bool {
+    pub(super) fn begin(&mut self, full: &str, session: u64, ttl: Duration) -> bool {
         if self.keys.contains_key(full) {
             return false;
         }
         self.keys.insert(full.to_owned(), Entry::Busy { session });
+        self.classes.entry(session).or_insert((0, ttl)).0 += 1;
         true
+    }
+
+    /// Whether a lock of `ttl` may go to `session`: it holds nothing, or locks of that TTL.
+    pub(super) fn fits(&self, session: u64, ttl: Duration) -> bool {
+        self.classes
+            .get(&session)
+            .is_none_or(|(_, class)| *class == ttl)
     }
 
     /// Records a grant; whether its deadline is the earliest of all (the sweeper must know).
@@ -154,8 +166,19 @@ impl Book {
 
     /// Forgets `full` whatever its state (its unlock returned, its grant was refused).
     pub(super) fn end(&mut self, full: &str) {
-        if let Some(Entry::Held(held)) = self.keys.remove(full) {
-            self.unhold(full, &held);
+        let session = match self.keys.remove(full) {
+            Some(Entry::Held(held)) => {
+                self.unhold(full, &held);
+                held.session
+            }
+            Some(Entry::Busy { session }) => session,
+            None => return,
+        };
+        if let Some((count, _)) = self.classes.get_mut(&session) {
+            *count = count.saturating_sub(1);
+            if *count == 0 {
+                self.classes.remove(&session);
+            }
         }
     }
 
@@ -205,6 +228,7 @@ impl Book {
     /// Forgets every lock of a session that broke.
     pub(super) fn forget_session(&mut self, session: u64) {
         self.sessions.remove(&session);
+        self.classes.remove(&session);
         let gone: Vec<String> = self
             .keys
             .iter()

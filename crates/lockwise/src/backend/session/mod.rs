@@ -356,7 +356,7 @@ impl<D: SessionSql> SessionLocks<D> {
             let session = if fresh {
                 self.open().await?
             } else {
-                self.pick().await?
+                self.pick(ttl).await?
             };
             let call = self.call_for(Kind::Grant, key, owner, Some(ttl));
             return match self.call(&session, call).await {

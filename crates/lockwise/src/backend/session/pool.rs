@@ -19,9 +19,10 @@ use super::{HolderRow, Inner, SessionLocks, SessionSql};
 use crate::error::{Error, Result};
 use crate::lease::{FencingToken, OwnerToken};
 
-/// The most sessions a backend opens for its locks (more only to replace broken ones). Two
-/// keep a request on its way while the answers of the other are handled; more split the
-/// calls into smaller requests (measured in docs/performance.md).
+/// The most sessions a backend opens for its locks (more only to replace broken ones, or for
+/// locks of another TTL than those of the others). Two keep a request on its way while the
+/// answers of the other are handled; more split the calls into smaller requests (measured in
+/// docs/performance.md).
 const MAX_SESSIONS: usize = 2;
 
 /// The most calls in one request.
@@ -127,16 +128,19 @@ impl<D: SessionSql> SessionLocks<D> {
         self.inner.pool()
     }
 
-    /// An idle session; else a new one while there are fewer than [`MAX_SESSIONS`]; else the
-    /// one with the shortest queue.
-    pub(super) async fn pick(&self) -> Result<Arc<Session<D::Conn>>> {
+    /// A session for a grant of `ttl`, among those that hold nothing or locks of that TTL: an
+    /// idle one; else a new one while there are fewer than [`MAX_SESSIONS`]; else the one with
+    /// the shortest queue; else a new one for this TTL.
+    pub(super) async fn pick(&self, ttl: Duration) -> Result<Arc<Session<D::Conn>>> {
         {
             let pool = self.pool();
-            if let Some(session) = pool.sessions.iter().find(|s| s.idle()) {
+            let book = self.inner.book();
+            let fits = |s: &&Arc<Session<D::Conn>>| book.fits(s.serial, ttl);
+            if let Some(session) = pool.sessions.iter().filter(fits).find(|s| s.idle()) {
                 return Ok(session.clone());
             }
             if pool.sessions.len() + pool.opening >= MAX_SESSIONS
-                && let Some(session) = pool.sessions.iter().min_by_key(|s| s.load())
+                && let Some(session) = pool.sessions.iter().filter(fits).min_by_key(|s| s.load())
             {
                 return Ok(session.clone());
             }
@@ -250,7 +254,9 @@ fn submit<D: SessionSql>(
     call: Call,
 ) -> std::result::Result<Option<Sending<D>>, Reply> {
     let mut book = inner.book();
-    if call.kind == Kind::Grant && !book.begin(&call.full, session.serial) {
+    if call.kind == Kind::Grant
+        && !book.begin(&call.full, session.serial, call.ttl.unwrap_or_default())
+    {
         return Err(Reply::Refused);
     }
     let mut state = session.state();
