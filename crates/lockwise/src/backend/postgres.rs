@@ -3,8 +3,9 @@
 //!
 //! - **Grant**: `pg_try_advisory_lock(ADVISORY_CLASS, hash)` (see
 //!   [`crate::postgres::advisory_key`]) and, in the same statement, the fencing
-//!   token from the schema's sequence (shared with transaction-scoped locks, never reissued).
-//!   Calls that come together go in one statement (`sql/postgres/locks/exchange.sql`).
+//!   token from the schema's sequence (shared with transaction-scoped locks). Calls that come
+//!   together go in one statement (`sql/postgres/locks/exchange.sql`), whose grants share one
+//!   token drawn after the last of them: each key's tokens still rise from grant to grant.
 //! - **Process death**: the connection closes and the server releases the lock at once.
 //! - **A frozen process** keeps its TCP connection alive (its kernel still answers), so each
 //!   session gets a *server-side lease*: `idle_session_timeout` is set by every statement to
