@@ -110,16 +110,25 @@ async fn take_all(locker: &Locker, keys: &[String]) -> Vec<Guard> {
     .collect()
 }
 
+/// The server's id of the session holding each key.
+async fn sessions_of(backend: &Backend, keys: &[String], guards: &[Guard]) -> Vec<i64> {
+    let mut sessions = Vec::with_capacity(keys.len());
+    for (key, guard) in keys.iter().zip(guards) {
+        sessions.push(backend.session(key, guard.owner()).await);
+    }
+    sessions
+}
+
 async fn many_locks_share_a_few_sessions(server: Server) {
     let backend = server.backend().await;
     let locker = backend.locker();
     let rival = server.backend().await.locker();
     let keys = keys(40);
     let guards = take_all(&locker, &keys).await;
-    let mut sessions = HashSet::new();
-    for (key, guard) in keys.iter().zip(&guards) {
-        sessions.insert(backend.session(key, guard.owner()).await);
-    }
+    let sessions: HashSet<i64> = sessions_of(&backend, &keys, &guards)
+        .await
+        .into_iter()
+        .collect();
     assert!(
         !sessions.is_empty() && sessions.len() <= 3,
         "40 locks on {} sessions",
@@ -293,10 +302,7 @@ async fn a_killed_session_loses_its_locks_and_no_others(server: Server) {
     let rival = server.backend().await.locker();
     let keys = keys(12);
     let guards = take_all(&locker, &keys).await;
-    let mut sessions = Vec::new();
-    for (key, guard) in keys.iter().zip(&guards) {
-        sessions.push(backend.session(key, guard.owner()).await);
-    }
+    let sessions = sessions_of(&backend, &keys, &guards).await;
     let victim = sessions[0];
     backend.kill(victim);
     for ((key, guard), session) in keys.iter().zip(&guards).zip(&sessions) {

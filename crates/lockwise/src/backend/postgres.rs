@@ -198,47 +198,30 @@ impl Advisory {
         lease: Lease,
     ) -> sqlx::Result<Option<u64>> {
         let (class, half) = advisory_key(op.full);
-        let ttl = idle_timeout(lease.ttl);
-        let answer: Option<i64> = match op.kind {
-            Kind::Grant => {
-                let (token, _): (Option<i64>, String) =
-                    sqlx::query_as(AssertSqlSafe(self.grant_sql.clone()))
-                        .bind(class)
-                        .bind(half)
-                        .bind(lease.kept)
-                        .bind(ttl)
-                        .fetch_one(conn)
-                        .await?;
-                token
-            }
+        let sql = match op.kind {
+            Kind::Grant => self.grant_sql.as_str(),
             Kind::Unlock => {
-                let (unlocked, _): (bool, String) = sqlx::query_as(
-                    "SELECT pg_advisory_unlock($1, $2), \
-                     set_config('idle_session_timeout', CASE WHEN $3 THEN $4 ELSE '0' END, false)",
-                )
-                .bind(class)
-                .bind(half)
-                .bind(lease.kept)
-                .bind(ttl)
-                .fetch_one(conn)
-                .await?;
-                Some(i64::from(unlocked))
+                "SELECT pg_advisory_unlock($1, $2)::int::int8, \
+                        set_config('idle_session_timeout', CASE WHEN $3 THEN $4 ELSE '0' END, \
+                                   false)"
             }
             Kind::Check => {
-                let (held, _): (bool, String) = sqlx::query_as(
-                    "SELECT EXISTS (SELECT 1 FROM pg_locks WHERE locktype = 'advisory' \
-                       AND pid = pg_backend_pid() AND granted AND mode = 'ExclusiveLock' \
-                       AND objsubid = 2 AND classid = $1::int4::oid AND objid = $2::int4::oid), \
-                     set_config('idle_session_timeout', $3, false)",
-                )
-                .bind(class)
-                .bind(half)
-                .bind(ttl)
-                .fetch_one(conn)
-                .await?;
-                Some(i64::from(held))
+                "SELECT held::int::int8, \
+                        set_config('idle_session_timeout', CASE WHEN $3 OR held THEN $4 \
+                                   ELSE '0' END, false) \
+                   FROM (SELECT EXISTS (SELECT 1 FROM pg_locks WHERE locktype = 'advisory' \
+                           AND pid = pg_backend_pid() AND granted AND mode = 'ExclusiveLock' \
+                           AND objsubid = 2 AND classid = $1::int4::oid \
+                           AND objid = $2::int4::oid) AS held OFFSET 0) h"
             }
         };
+        let (answer, _): (Option<i64>, String) = sqlx::query_as(AssertSqlSafe(sql))
+            .bind(class)
+            .bind(half)
+            .bind(lease.kept)
+            .bind(idle_timeout(lease.ttl))
+            .fetch_one(conn)
+            .await?;
         answer
             .map(|n| u64::try_from(n).map_err(|e| sqlx::Error::Decode(Box::new(e))))
             .transpose()
