@@ -17,6 +17,21 @@ use redis::{Client, Cmd, Pipeline, ProtocolVersion, RedisFuture, RedisResult, Va
 
 use crate::url::SentinelUrl;
 
+/// How every connection manager of the backend connects and reconnects.
+///
+/// redis-rs waits 100–200 ms before its first reconnect attempt by default. A holder learns
+/// that a restarted server forgot its lease only once its connection is back, while a rival
+/// may be granted the key as soon as the server listens: the one retry comes after 5–10 ms, and
+/// a command that still finds no server fails (the next one, a loss check at most 20 ms later,
+/// starts over).
+pub(crate) fn manager_config() -> ConnectionManagerConfig {
+    ConnectionManagerConfig::new()
+        .set_connection_timeout(Some(Duration::from_secs(2)))
+        .set_response_timeout(Some(Duration::from_secs(2)))
+        .set_min_delay(Duration::from_millis(5))
+        .set_number_of_retries(1)
+}
+
 /// A connection: cloned per command, cheap (a handle on a multiplexed connection).
 #[derive(Clone)]
 pub(crate) enum Conn {

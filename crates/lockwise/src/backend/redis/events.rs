@@ -5,7 +5,7 @@ use std::collections::HashMap;
 use std::sync::{Arc, Mutex, PoisonError};
 use std::time::Duration;
 
-use redis::aio::{ConnectionManager, ConnectionManagerConfig};
+use redis::aio::ConnectionManager;
 use redis::cluster_async::ClusterConnection;
 use redis::{Client, PushInfo, PushKind, Value};
 use tokio::sync::watch;
@@ -90,10 +90,7 @@ impl Events {
     pub(super) async fn connect(client: Client) -> redis::RedisResult<Self> {
         let channels: Channels = Arc::default();
         let dispatch = channels.clone();
-        let config = ConnectionManagerConfig::new()
-            .set_connection_timeout(Some(Duration::from_secs(2)))
-            .set_response_timeout(Some(Duration::from_secs(2)))
-            .set_number_of_retries(1)
+        let config = super::conn::manager_config()
             .set_automatic_resubscription()
             .set_push_sender(move |push: PushInfo| {
                 on_push(&dispatch, push);

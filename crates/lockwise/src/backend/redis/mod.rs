@@ -23,7 +23,7 @@ use std::sync::{Arc, LazyLock};
 use std::time::Duration;
 
 use async_trait::async_trait;
-use redis::aio::{ConnectionManager, ConnectionManagerConfig};
+use redis::aio::ConnectionManager;
 use redis::{Client, ProtocolVersion, Script};
 
 pub(crate) use conn::Conn;
@@ -216,10 +216,7 @@ impl RedisBuilder {
                 this.prefix
             )));
         }
-        let config = ConnectionManagerConfig::new()
-            .set_connection_timeout(Some(Duration::from_secs(2)))
-            .set_response_timeout(Some(Duration::from_secs(2)))
-            .set_number_of_retries(1);
+        let config = conn::manager_config();
         let server = if this.url.starts_with("redis+sentinel://") {
             Server::Sentinel(crate::url::SentinelUrl::parse(&this.url)?)
         } else if this.url.starts_with("redis+cluster://") {
