@@ -301,16 +301,41 @@ impl Harness for EtcdHarness {
     }
 }
 
-/// A private three-master Redis Cluster per test ([`crate::RedisCluster`]); "deleting" a
-/// lock is a `DEL` on the master of its slot.
+/// A key prefix on the shared Redis Cluster ([`crate::redis_cluster_url`], started by
+/// `scripts/services`); "deleting" a lock is a `DEL` on the master of its slot, and every key
+/// under the prefix is deleted on drop.
 #[derive(Debug)]
-pub struct RedisClusterHarness(crate::RedisCluster);
+pub struct RedisClusterHarness {
+    url: String,
+    prefix: String,
+}
 
 impl RedisClusterHarness {
-    /// A new cluster.
+    /// A fresh prefix on the shared cluster. Panics, naming `scripts/services`, when a master
+    /// does not answer.
     pub fn new() -> Self {
-        RedisClusterHarness(crate::RedisCluster::start())
+        let this = RedisClusterHarness {
+            url: crate::redis_cluster_url(),
+            prefix: crate::unique("lockwise-test-cluster"),
+        };
+        for node in this.nodes() {
+            let _: String = redis::cmd("PING")
+                .query(&mut node_conn(&node))
+                .unwrap_or_else(|e| panic!("Redis Cluster node {node}: {e}; run scripts/services"));
+        }
+        this
     }
+
+    /// The masters, as `redis://` URLs.
+    fn nodes(&self) -> Vec<String> {
+        crate::cluster_nodes(&self.url)
+    }
+}
+
+fn node_conn(node: &str) -> redis::Connection {
+    redis::Client::open(node)
+        .and_then(|c| c.get_connection_with_timeout(Duration::from_secs(2)))
+        .unwrap_or_else(|e| panic!("Redis Cluster node {node}: {e}; run scripts/services"))
 }
 
 impl Default for RedisClusterHarness {
@@ -319,25 +344,53 @@ impl Default for RedisClusterHarness {
     }
 }
 
+impl Drop for RedisClusterHarness {
+    fn drop(&mut self) {
+        // Never panic in drop (a test may already be failing): a node that is gone keeps
+        // its few keys, which have TTLs.
+        for node in self.nodes() {
+            let Ok(mut conn) = redis::Client::open(node.as_str())
+                .and_then(|c| c.get_connection_with_timeout(Duration::from_secs(2)))
+            else {
+                continue;
+            };
+            let keys: Vec<String> = redis::cmd("KEYS")
+                .arg(format!("{}:*", self.prefix))
+                .query(&mut conn)
+                .unwrap_or_default();
+            for key in keys {
+                // One key per DEL: the keys of one master may be in several slots.
+                let _: redis::RedisResult<i64> = redis::cmd("DEL").arg(key).query(&mut conn);
+            }
+        }
+    }
+}
+
 #[async_trait]
 impl Harness for RedisClusterHarness {
     async fn locker(&self) -> Locker {
-        Locker::connect(&self.0.url())
+        let backend = RedisBackend::builder(&self.url)
+            .prefix(&self.prefix)
+            .connect()
             .await
-            .unwrap_or_else(|e| panic!("connect to the cluster: {e}"))
+            .unwrap_or_else(|e| panic!("connect to the cluster: {e}; run scripts/services"));
+        Locker::new(backend)
     }
 
     async fn delete_lock(&self, key: &str) {
-        let name = format!("{}:{{{key}}}", lockwise::backend::redis::DEFAULT_PREFIX);
-        let port = self.0.owner(self.0.slot(&name));
-        let mut conn = redis::Client::open(format!("redis://127.0.0.1:{port}"))
-            .and_then(|c| c.get_connection())
-            .unwrap_or_else(|e| panic!("connect to node {port}: {e}"));
-        let n: i64 = redis::cmd("DEL")
-            .arg(&name)
-            .query(&mut conn)
-            .unwrap_or_else(|e| panic!("DEL: {e}"));
-        assert_eq!(n, 1, "{name} should have existed");
+        let name = format!("{}:{{{key}}}", self.prefix);
+        // Only the master of the key's slot has it; the others answer MOVED.
+        let deleted: i64 = self
+            .nodes()
+            .iter()
+            .filter_map(|node| {
+                redis::cmd("DEL")
+                    .arg(&name)
+                    .query::<i64>(&mut node_conn(node))
+                    .ok()
+            })
+            .sum();
+        assert_eq!(deleted, 1, "{name} should have existed");
     }
 
     fn tokens_may_skip(&self) -> bool {

@@ -101,6 +101,25 @@ impl Drop for RedisNamespace {
     }
 }
 
+/// The shared Redis Cluster: `LOCKWISE_REDIS_CLUSTER_URL`, default
+/// `redis+cluster://127.0.0.1:7001,127.0.0.1:7002,127.0.0.1:7003` (three masters that
+/// `scripts/services` starts).
+pub fn redis_cluster_url() -> String {
+    std::env::var("LOCKWISE_REDIS_CLUSTER_URL")
+        .unwrap_or_else(|_| "redis+cluster://127.0.0.1:7001,127.0.0.1:7002,127.0.0.1:7003".into())
+}
+
+/// The nodes of a `redis+cluster://host:port,…` URL, as `redis://` URLs.
+pub fn cluster_nodes(url: &str) -> Vec<String> {
+    url.trim_start_matches("redis+cluster://")
+        .split(['/', '?'])
+        .next()
+        .unwrap_or_default()
+        .split(',')
+        .map(|node| format!("redis://{node}/"))
+        .collect()
+}
+
 /// The shared PostgreSQL: `LOCKWISE_POSTGRES_URL`, default
 /// `postgres://postgres@127.0.0.1:5432/test`.
 pub fn postgres_url() -> String {
