@@ -208,7 +208,7 @@ impl Error {
 
     /// The same error for another caller of one failed request: a backend failure keeps its
     /// message (which carries its source's), anything else becomes one with its text.
-    #[cfg(feature = "redis")]
+    #[cfg(any(feature = "redis", feature = "postgres", feature = "mysql"))]
     pub(crate) fn duplicate(&self) -> Self {
         match self {
             Error::Backend {

@@ -76,14 +76,26 @@ impl Finding {
         Finding::new(check, Status::Ok, reason)
     }
 
+    #[cfg_attr(
+        not(any(feature = "redis", feature = "postgres", feature = "mysql")),
+        allow(dead_code)
+    )]
     fn warn(check: &'static str, reason: impl Into<String>, fix: impl Into<String>) -> Self {
         Finding::new(check, Status::Warn, reason).fixed_by(fix)
     }
 
+    #[cfg_attr(
+        not(any(feature = "redis", feature = "postgres", feature = "mysql")),
+        allow(dead_code)
+    )]
     fn fail(check: &'static str, reason: impl Into<String>, fix: impl Into<String>) -> Self {
         Finding::new(check, Status::Fail, reason).fixed_by(fix)
     }
 
+    #[cfg_attr(
+        not(any(feature = "redis", feature = "postgres", feature = "mysql")),
+        allow(dead_code)
+    )]
     fn fixed_by(mut self, fix: impl Into<String>) -> Self {
         self.fix = fix.into();
         self
@@ -142,6 +154,8 @@ impl Options {
 ///
 /// Cancel safe: it only reads.
 pub async fn examine(url: &str, options: &Options) -> Result<Vec<Finding>> {
+    #[cfg(not(any(feature = "redis", feature = "postgres", feature = "mysql")))]
+    let _ = options; // only the servers' checks read it
     match BackendUrl::parse(url)? {
         #[cfg(feature = "redis")]
         BackendUrl::Redis(url) => redis::examine(&url, options).await,
@@ -166,6 +180,10 @@ pub async fn examine(url: &str, options: &Options) -> Result<Vec<Finding>> {
 }
 
 /// A round trip and the server's clock at it: what [`timing`] weighs.
+#[cfg_attr(
+    not(any(feature = "redis", feature = "postgres", feature = "mysql")),
+    allow(dead_code)
+)]
 struct Probe {
     round_trip: Duration,
     /// The server's clock, and the local clock halfway through the round trip.
@@ -173,6 +191,10 @@ struct Probe {
     local: SystemTime,
 }
 
+#[cfg_attr(
+    not(any(feature = "redis", feature = "postgres", feature = "mysql")),
+    allow(dead_code)
+)]
 impl Probe {
     /// Times `ask`, which returns the server's clock.
     async fn take<F: std::future::Future<Output = Result<SystemTime>>>(ask: F) -> Result<Probe> {
@@ -190,6 +212,10 @@ impl Probe {
 /// The checks every server gets: the round trip against the TTL (a renewal every TTL/3 must
 /// come back well within it) and the clock offset between client and server (the TTLs run on
 /// the server's clock, and so does the fencing tokens' clock floor).
+#[cfg_attr(
+    not(any(feature = "redis", feature = "postgres", feature = "mysql")),
+    allow(dead_code)
+)]
 fn timing(probes: &[Probe], ttl: Duration) -> [Finding; 2] {
     let mut trips: Vec<Duration> = probes.iter().map(|p| p.round_trip).collect();
     trips.sort();
@@ -242,6 +268,10 @@ fn timing(probes: &[Probe], ttl: Duration) -> [Finding; 2] {
 }
 
 /// How many probes [`timing`] takes.
+#[cfg_attr(
+    not(any(feature = "redis", feature = "postgres", feature = "mysql")),
+    allow(dead_code)
+)]
 const PROBES: usize = 5;
 
 #[cfg(test)]

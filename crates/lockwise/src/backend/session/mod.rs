@@ -106,8 +106,10 @@ pub(crate) trait SessionSql: Send + Sync + 'static {
     -> sqlx::Result<Option<HeldLock>>;
 }
 
-/// Who holds a lock, as [`SessionSql::record`] writes it.
+/// Who holds a lock, as [`SessionSql::record`] writes it (only PostgreSQL keeps such rows:
+/// MariaDB names a lock's holder with `IS_USED_LOCK`).
 #[derive(Debug, Clone)]
+#[cfg_attr(not(feature = "postgres"), allow(dead_code))]
 pub(crate) struct HolderRow {
     /// The lock's key, with the namespace.
     pub(crate) full: String,
