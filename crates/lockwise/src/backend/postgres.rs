@@ -24,7 +24,7 @@ use std::time::Duration;
 
 use async_trait::async_trait;
 use sqlx::postgres::{PgConnectOptions, PgConnection};
-use sqlx::{AssertSqlSafe, ConnectOptions};
+use sqlx::{AssertSqlSafe, ConnectOptions, Row};
 
 use super::HeldLock;
 use super::inspect::postgres as inspect;
@@ -245,9 +245,11 @@ impl SessionSql for Advisory {
     }
 
     async fn session_id(&self, conn: &mut PgConnection) -> sqlx::Result<i64> {
-        let pid: i32 = sqlx::query_scalar("SELECT pg_backend_pid()")
+        // The simple protocol: one round trip once per session, not a prepare and a run.
+        let pid: i32 = sqlx::raw_sql("SELECT pg_backend_pid()")
             .fetch_one(conn)
-            .await?;
+            .await?
+            .try_get(0)?;
         Ok(i64::from(pid))
     }
 

@@ -6,7 +6,7 @@ use std::time::Duration;
 
 use sha2::{Digest, Sha256};
 use sqlx::postgres::{PgConnectOptions, PgConnection, PgPool};
-use sqlx::{AssertSqlSafe, Connection};
+use sqlx::{AssertSqlSafe, Connection, Row};
 
 use crate::error::{Error, Result};
 use crate::lease::FencingToken;
@@ -93,10 +93,12 @@ impl Schema {
              to_regclass('{schema}.lock_holder') IS NOT NULL",
         );
         if persistent {
-            let (present, holder): (bool, bool) =
-                sqlx::query_as(AssertSqlSafe(present_sql.0.clone()))
-                    .fetch_one(&mut *conn)
-                    .await?;
+            // The simple protocol: one round trip, where a statement prepared for a single
+            // use costs two (a `lockwise run` opens a session for one lock).
+            let row = sqlx::raw_sql(AssertSqlSafe(present_sql.0.clone()))
+                .fetch_one(&mut *conn)
+                .await?;
+            let (present, holder): (bool, bool) = (row.try_get(0)?, row.try_get(1)?);
             if present {
                 return Ok(holder);
             }
