@@ -5,7 +5,8 @@ use std::time::{Duration, SystemTime};
 use sqlx::mysql::{MySqlConnectOptions, MySqlConnection};
 use sqlx::{ConnectOptions, Connection};
 
-use super::{Finding, Options, PROBES, Probe, timing};
+use super::timing::{PROBES, Probe, timing};
+use super::{Finding, Options};
 use crate::db::mysql_conn::connect_options;
 use crate::error::{Error, Result};
 use crate::url::redact_url;

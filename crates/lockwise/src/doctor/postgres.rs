@@ -5,7 +5,8 @@ use std::time::{Duration, SystemTime};
 use sqlx::postgres::{PgConnectOptions, PgConnection};
 use sqlx::{ConnectOptions, Row};
 
-use super::{Finding, Options, PROBES, Probe, timing};
+use super::timing::{PROBES, Probe, timing};
+use super::{Finding, Options};
 use crate::db::pg_conn::connect;
 use crate::db::pg_pooler;
 use crate::error::{Error, Result};

@@ -4,7 +4,8 @@ use std::time::{Duration, SystemTime};
 
 use redis::aio::ConnectionLike;
 
-use super::{Finding, Options, PROBES, Probe, timing};
+use super::timing::{PROBES, Probe, timing};
+use super::{Finding, Options};
 use crate::backend::redis::RedisBackend;
 use crate::error::{Error, Result};
 
