@@ -307,6 +307,8 @@ impl Harness for EtcdHarness {
 #[derive(Debug)]
 pub struct RedisClusterHarness {
     url: String,
+    /// The masters, as `redis://` URLs.
+    nodes: Vec<String>,
     prefix: String,
 }
 
@@ -314,28 +316,24 @@ impl RedisClusterHarness {
     /// A fresh prefix on the shared cluster. Panics, naming `scripts/services`, when a master
     /// does not answer.
     pub fn new() -> Self {
-        let this = RedisClusterHarness {
-            url: crate::redis_cluster_url(),
-            prefix: crate::unique("lockwise-test-cluster"),
-        };
-        for node in this.nodes() {
-            let _: String = redis::cmd("PING")
-                .query(&mut node_conn(&node))
+        let url = crate::redis_cluster_url();
+        let nodes = lockwise::url::cluster_nodes(&url)
+            .unwrap_or_else(|e| panic!("LOCKWISE_REDIS_CLUSTER_URL: {e}"));
+        for node in &nodes {
+            let _: String = node_conn(node)
+                .and_then(|mut conn| redis::cmd("PING").query(&mut conn))
                 .unwrap_or_else(|e| panic!("Redis Cluster node {node}: {e}; run scripts/services"));
         }
-        this
-    }
-
-    /// The masters, as `redis://` URLs.
-    fn nodes(&self) -> Vec<String> {
-        crate::cluster_nodes(&self.url)
+        RedisClusterHarness {
+            url,
+            nodes,
+            prefix: crate::unique("lockwise-test-cluster"),
+        }
     }
 }
 
-fn node_conn(node: &str) -> redis::Connection {
-    redis::Client::open(node)
-        .and_then(|c| c.get_connection_with_timeout(Duration::from_secs(2)))
-        .unwrap_or_else(|e| panic!("Redis Cluster node {node}: {e}; run scripts/services"))
+fn node_conn(node: &str) -> redis::RedisResult<redis::Connection> {
+    redis::Client::open(node).and_then(|c| c.get_connection_with_timeout(Duration::from_secs(2)))
 }
 
 impl Default for RedisClusterHarness {
@@ -348,10 +346,8 @@ impl Drop for RedisClusterHarness {
     fn drop(&mut self) {
         // Never panic in drop (a test may already be failing): a node that is gone keeps
         // its few keys, which have TTLs.
-        for node in self.nodes() {
-            let Ok(mut conn) = redis::Client::open(node.as_str())
-                .and_then(|c| c.get_connection_with_timeout(Duration::from_secs(2)))
-            else {
+        for node in &self.nodes {
+            let Ok(mut conn) = node_conn(node) else {
                 continue;
             };
             let keys: Vec<String> = redis::cmd("KEYS")
@@ -381,13 +377,13 @@ impl Harness for RedisClusterHarness {
         let name = format!("{}:{{{key}}}", self.prefix);
         // Only the master of the key's slot has it; the others answer MOVED.
         let deleted: i64 = self
-            .nodes()
+            .nodes
             .iter()
             .filter_map(|node| {
-                redis::cmd("DEL")
-                    .arg(&name)
-                    .query::<i64>(&mut node_conn(node))
-                    .ok()
+                let mut conn = node_conn(node).unwrap_or_else(|e| {
+                    panic!("Redis Cluster node {node}: {e}; run scripts/services")
+                });
+                redis::cmd("DEL").arg(&name).query::<i64>(&mut conn).ok()
             })
             .sum();
         assert_eq!(deleted, 1, "{name} should have existed");

@@ -109,17 +109,6 @@ pub fn redis_cluster_url() -> String {
         .unwrap_or_else(|_| "redis+cluster://127.0.0.1:7001,127.0.0.1:7002,127.0.0.1:7003".into())
 }
 
-/// The nodes of a `redis+cluster://host:port,…` URL, as `redis://` URLs.
-pub fn cluster_nodes(url: &str) -> Vec<String> {
-    url.trim_start_matches("redis+cluster://")
-        .split(['/', '?'])
-        .next()
-        .unwrap_or_default()
-        .split(',')
-        .map(|node| format!("redis://{node}/"))
-        .collect()
-}
-
 /// The shared PostgreSQL: `LOCKWISE_POSTGRES_URL`, default
 /// `postgres://postgres@127.0.0.1:5432/test`.
 pub fn postgres_url() -> String {

@@ -1,7 +1,7 @@
 //! The conformance suite on a Redis Cluster (the shared one `scripts/services` starts, a key
 //! prefix per test), and on a private three-master cluster a lock whose slot moves to another
-//! master mid-hold: the holder keeps it or gets its lost
-//! signal, and never are two holders granted.
+//! master mid-hold: the holder keeps it or gets its lost signal, and never are two holders
+//! granted.
 
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
