@@ -12,6 +12,7 @@ use futures_util::future::join_all;
 use lockwise::backend::mysql::MysqlBackend;
 use lockwise::backend::postgres::PostgresBackend;
 use lockwise::{Guard, LockOptions, Locker, OwnerToken};
+use lockwise_testkit::proxy::TcpProxy;
 use lockwise_testkit::{PgSchema, mysql_url, sql_now, unique};
 use tokio::time::{Instant, sleep, timeout};
 
@@ -39,11 +40,32 @@ impl Server {
         Server::My(unique("shared"))
     }
 
+    /// The server's port.
+    fn port(&self) -> u16 {
+        let url = match self {
+            Server::Pg(schema) => schema.url().to_owned(),
+            Server::My(_) => mysql_url(),
+        };
+        url::Url::parse(&url).unwrap().port().unwrap()
+    }
+
     /// A new client, its own sessions.
     async fn backend(&self) -> Backend {
+        self.backend_on(None).await
+    }
+
+    /// A new client, connected through `port` (a proxy) if given.
+    async fn backend_on(&self, port: Option<u16>) -> Backend {
+        let via = |url: &str| {
+            let mut url = url::Url::parse(url).unwrap();
+            if port.is_some() {
+                url.set_port(port).unwrap();
+            }
+            url.to_string()
+        };
         match self {
             Server::Pg(schema) => Backend::Pg(
-                PostgresBackend::builder(schema.url())
+                PostgresBackend::builder(via(schema.url()))
                     .schema(schema.name())
                     .connect()
                     .await
@@ -51,7 +73,7 @@ impl Server {
                 schema.url().to_owned(),
             ),
             Server::My(namespace) => Backend::My(
-                MysqlBackend::builder(mysql_url())
+                MysqlBackend::builder(via(&mysql_url()))
                     .namespace(namespace.as_str())
                     .connect()
                     .await
@@ -334,6 +356,53 @@ async fn a_killed_session_loses_its_locks_and_no_others(server: Server) {
     }
 }
 
+/// A session that holds nothing outlives its last lease (it is kept for the next lock), and
+/// the next lock on it sets the lease again: cut off from its holder, the session ends within
+/// the lease and the lock goes with it. (On MariaDB, setting the lease is a statement of its
+/// own, so a session keeps its last lease while locks come and go, and gets the server's
+/// idle lifetime back once it has stayed free for a while.)
+async fn a_free_session_outlives_its_lease_and_the_next_lock_sets_it(server: Server) {
+    let proxy = TcpProxy::start(server.port());
+    let backend = server.backend_on(Some(proxy.port())).await;
+    let locker = backend.locker();
+    let rival = server.backend().await.locker();
+    let key = unique("rest");
+    let ttl = LockOptions::ttl(1_000 * MS);
+    let mut first = None;
+    for _ in 0..3 {
+        let guard = locker.try_acquire(&key, &ttl).await.unwrap().expect("free");
+        let session = backend.session(&key, guard.owner()).await;
+        assert_eq!(*first.get_or_insert(session), session);
+        assert!(guard.release().await.unwrap());
+    }
+    // Longer than the 1 s lease: the server has not ended the free session.
+    sleep(1_800 * MS).await;
+    let guard = locker.try_acquire(&key, &ttl).await.unwrap().expect("free");
+    assert_eq!(
+        Some(backend.session(&key, guard.owner()).await),
+        first,
+        "the free session did not outlive its last lease"
+    );
+    // Cut off: its renewals never arrive, and the server ends the session at the lease.
+    proxy.cut();
+    let cut = Instant::now();
+    let taken = loop {
+        if let Some(taken) = rival.try_acquire(&key, &opts()).await.unwrap() {
+            break taken;
+        }
+        assert!(
+            cut.elapsed() < 4_000 * MS,
+            "the lock outlived its cut-off session's lease"
+        );
+        sleep(50 * MS).await;
+    };
+    assert!(proxy.held() > 0, "no renewal crossed the cut");
+    assert!(taken.token() > guard.token());
+    assert!(taken.release().await.unwrap());
+    proxy.heal();
+    drop(guard);
+}
+
 macro_rules! on_both {
     ($($case:ident),* $(,)?) => {
         mod postgres {
@@ -361,4 +430,5 @@ on_both!(
     locks_of_another_ttl_take_another_session,
     a_grant_whose_caller_went_away_is_given_back,
     a_killed_session_loses_its_locks_and_no_others,
+    a_free_session_outlives_its_lease_and_the_next_lock_sets_it,
 );

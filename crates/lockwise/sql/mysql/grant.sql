@@ -1,20 +1,28 @@
--- Grants a lock and issues its fencing token in one round trip (several statements in one
--- text-protocol request, run in order on the holder's session). The placeholders are filled
--- in by the backend with values that are safe to inline: {lease} and {idle} are numbers of
--- seconds, {name} is the hex lock name, {key} the lock key's bytes in hex.
+-- Grants a lock and issues its fencing token in one round trip, on a session that every lock
+-- of the backend shares (backend/mysql.rs builds the statements; this file is their
+-- reference). The placeholders are filled in by the backend with values that are safe to
+-- inline ({lease} a number of seconds, {name} the hex lock name, {key} the lock key's bytes in
+-- hex), or bound as parameters in the prepared form.
 --
 -- 1. The session's wait_timeout becomes the lease first, so that a holder frozen right after
---    the grant still loses its session, and its lock, when the lease runs out.
--- 2. GET_LOCK without waiting.
--- 3. Only if granted: the key's next fencing token, returned to this session through
---    LAST_INSERT_ID(). The token is one above the last one issued for the key, and never
---    below the server's clock in Unix milliseconds x 1024 (the session's time zone is UTC,
---    so no daylight-saving step can move it back). So when the counter loses its last updates
---    in a crash (innodb_flush_log_at_trx_commit = 0 or 2, or a failover to a replica that
---    missed them), the next token is still above every token issued before, provided the
---    server's clock has not gone back since and no key was granted more than 1024 times in
---    one millisecond (GET_LOCK grants one key at most once per round trip). Autocommit: no
---    rollback can reissue a token.
+--    the grant still loses its session, and its lock, when the lease runs out. Only when it
+--    changes: a session that holds nothing keeps its last lease, so that a lock taken and
+--    given back again and again sets nothing; once it has stayed free for 500 ms it gets the
+--    server's idle lifetime back (SET SESSION wait_timeout = 28800, sent by the sweeper).
+-- 2. GET_LOCK without waiting, inside the counter's upsert: the upsert's one row (from DUAL)
+--    is inserted or updated only if the lock was granted, and its condition is evaluated
+--    once. Where a replica would replay that GET_LOCK (a statement-based binary log), or on
+--    MySQL, GET_LOCK's answer goes into a variable first, in a statement of its own
+--    (SET @lw0 = GET_LOCK(...)), and the upsert tests @lw0 = 1.
+-- 3. The key's next fencing token, returned through LAST_INSERT_ID() in the statement's own
+--    answer (an OK packet: rows changed, last insert id). The token is one above the last one
+--    issued for the key, and never below the server's clock in Unix milliseconds x 1024 (the
+--    session's time zone is UTC, so no daylight-saving step can move it back). So when the
+--    counter loses its last updates in a crash (innodb_flush_log_at_trx_commit = 0 or 2, or a
+--    failover to a replica that missed them), the next token is still above every token
+--    issued before, provided the server's clock has not gone back since and no key was
+--    granted more than 1024 times in one millisecond (GET_LOCK grants one key at most once
+--    per round trip). Autocommit: no rollback can reissue a token.
 --    So the counter need not be durable, only kept while the server runs: on MariaDB its
 --    table is Aria with TRANSACTIONAL = 0, which writes without a redo-log flush (a grant
 --    costs ~30 us more than GET_LOCK alone instead of ~215 us with InnoDB's flush, measured
@@ -23,15 +31,26 @@
 --    with innodb_flush_log_at_trx_commit = 2. What the durable counter adds is a token
 --    order that survives a crash *and* a server clock set back across it; MysqlBuilder::
 --    durable_tokens keeps InnoDB for that.
--- 4. A refused session gets its idle lifetime back (it is kept for later attempts).
--- 5. One row: whether granted (1), the session's id, and the token (meaningful if granted).
-SET SESSION wait_timeout = {lease};
-SET @lw_got = GET_LOCK('{name}', 0);
+-- 4. No row changed: refused (GET_LOCK answered 0, or NULL on an error), nothing written.
+--
+-- The lone grant on a session whose lease is already set, prepared (parsed once per session;
+-- the text of the same statement costs the server more to parse than to run):
 INSERT INTO lockwise_fence (lock_key, token)
-SELECT X'{key}', LAST_INSERT_ID(CAST(UNIX_TIMESTAMP(NOW(3)) * 1000 AS UNSIGNED) * 1024)
-  FROM DUAL WHERE @lw_got = 1
+SELECT ?, LAST_INSERT_ID(CAST(UNIX_TIMESTAMP(NOW(3)) * 1000 AS UNSIGNED) * 1024)
+  FROM DUAL WHERE GET_LOCK(?, 0) = 1
 ON DUPLICATE KEY UPDATE token = LAST_INSERT_ID(
     GREATEST(token + 1, CAST(UNIX_TIMESTAMP(NOW(3)) * 1000 AS UNSIGNED) * 1024));
-SET SESSION wait_timeout = IF(@lw_got = 1, {lease}, {idle});
-SELECT CAST(@lw_got AS SIGNED), CAST(CONNECTION_ID() AS SIGNED),
-       CAST(LAST_INSERT_ID() AS UNSIGNED)
+--
+-- With the lease to set, as text in one request:
+--   SET SESSION wait_timeout = {lease};
+--   INSERT ... SELECT X'{key}', ... FROM DUAL WHERE GET_LOCK('{name}', 0) = 1 ...
+-- Several calls that came together (grants, releases, renewals' checks) go in one request:
+--   SET [SESSION wait_timeout = {lease},] @lw0 = GET_LOCK('{name0}', 0),
+--       @lw1 = RELEASE_LOCK('{name1}'), @lw2 = (IS_USED_LOCK('{name2}') = CONNECTION_ID());
+--   INSERT INTO lockwise_fence (lock_key, token) SELECT g.k, <floor> FROM
+--       (SELECT X'{key0}' AS k, @lw0 AS got UNION ALL ...) g WHERE g.got = 1
+--   ON DUPLICATE KEY UPDATE token = GREATEST(token + 1, <floor>);
+--   SELECT CAST(@lw0 AS SIGNED), IF(@lw0 = 1, (SELECT token ... WHERE lock_key = X'{key0}'),
+--       NULL), CAST(@lw1 AS SIGNED), ...
+-- Releases and checks alone: SELECT CAST(RELEASE_LOCK(?) AS SIGNED) (prepared), or their
+-- columns in one SELECT.

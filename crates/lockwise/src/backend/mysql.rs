@@ -1,7 +1,8 @@
 //! MariaDB/MySQL `GET_LOCK`, on a few sessions that every lock of the backend shares (see
 //! `backend/session`; a session holds any number of locks since MySQL 5.7 and MariaDB
 //! 10.0.2). Calls that come together go in one request: the `GET_LOCK`s, `RELEASE_LOCK`s and
-//! checks in one `SET`, then the counters of the keys granted in one upsert.
+//! checks in one `SET`, then the counters of the keys granted in one upsert; a lone call is
+//! one prepared statement (see `sql/mysql/grant.sql`).
 //!
 //! - **Lock names** are case-insensitive and at most 64 characters, so every name is the
 //!   lowercase hex SHA-256 of the key (of `namespace:key` with a namespace) — fixed forever.
@@ -16,10 +17,11 @@
 //!   without transactions (an InnoDB table left by an earlier version is converted at
 //!   connect, where the user may `ALTER` it), unless [`MysqlBuilder::durable_tokens`] asks
 //!   for InnoDB.
-//! - **Server-side lease**: the session's `wait_timeout` is set by every request to the latest
-//!   deadline of its locks — rounded *up* to whole seconds, the server's unit — so a holder
-//!   frozen past its TTL loses its session and its lock. (The holder's local deadline still
-//!   uses the exact TTL, so it gives up before the server does.)
+//! - **Server-side lease**: the session's `wait_timeout` is the latest deadline of its locks —
+//!   rounded *up* to whole seconds, the server's unit — so a holder frozen past its TTL loses
+//!   its session and its lock. (The holder's local deadline still uses the exact TTL, so it
+//!   gives up before the server does.) A request sets it only when it changes; a session that
+//!   holds nothing keeps its last lease until it rests (see `SessionSql::RESTS`).
 //! - **Waiters** are woken by a probe that waits in `GET_LOCK(name, 1)` on its own connection
 //!   and gives the lock back in the same statement; it sees releases, dead holders and expired
 //!   sessions alike.
@@ -48,7 +50,14 @@ const SCHEMA: &str = include_str!("../../sql/mysql/fence.sql");
 
 /// A fencing token's floor: the server's clock in Unix milliseconds × 1024 (see
 /// `sql/mysql/grant.sql`).
-const CLOCK_FLOOR: &str = "CAST(UNIX_TIMESTAMP(NOW(3)) * 1000 AS UNSIGNED) * 1024";
+const CLOCK_FLOOR: &str = clock_floor!();
+
+macro_rules! clock_floor {
+    () => {
+        "CAST(UNIX_TIMESTAMP(NOW(3)) * 1000 AS UNSIGNED) * 1024"
+    };
+}
+use clock_floor;
 
 /// `GET_LOCK` locks. Clones share the sessions.
 #[derive(Clone)]
@@ -120,7 +129,7 @@ impl MysqlBuilder {
         let shown = redact_url(&self.url);
         let sql = GetLock { options };
         let mut first = sql.connect(&shown).await?;
-        migrate(&mut first, self.durable_tokens)
+        migrate(&mut first.conn, self.durable_tokens)
             .await
             .map_err(|e| {
                 Error::backend(
@@ -274,76 +283,162 @@ fn lease_secs(ttl: Duration) -> u64 {
     (ttl.as_secs() + u64::from(ttl.subsec_nanos() > 0)).max(1)
 }
 
-/// One request of `ops` (see `sql/mysql/grant.sql`), as text: several statements in one
+/// Whether a session may take a lone lock in one statement, `GET_LOCK` inside the counter's
+/// upsert (`INSERT … SELECT … WHERE GET_LOCK(…) = 1`), asked at connect: on MariaDB (where the
+/// tests show the DUAL row's condition evaluated exactly once), unless the session writes a
+/// statement-based binary log, where a replica would replay the `GET_LOCK` in its applier
+/// (MariaDB's default `MIXED` logs such a statement as rows). Elsewhere the grant takes two
+/// statements, its answer kept in a variable in between.
+const ONE_STATEMENT_GRANTS: &str = "CAST(VERSION() LIKE '%MariaDB%' \
+     AND (@@log_bin = 0 OR @@SESSION.binlog_format <> 'STATEMENT') AS SIGNED)";
+
+/// A lock session: its connection, and the `wait_timeout` this backend last set on it (`None`
+/// until it sets one), so that a request sets it only when it changes.
+struct Conn {
+    conn: MySqlConnection,
+    wait_timeout: Option<u64>,
+    /// Whether a lone grant may call `GET_LOCK` inside the counter's upsert (one statement
+    /// instead of two; see [`ONE_STATEMENT_GRANTS`]).
+    one_statement: bool,
+}
+
+/// One request of `ops` (see `sql/mysql/grant.sql`), as text: one or more statements in one
 /// round trip, run in order on the session. Every inlined value is ours or hex: a number of
 /// seconds, hex lock names, the keys' bytes as hex literals.
-fn exchange_sql(ops: &[Op<'_>], lease: Lease) -> String {
+#[derive(Debug, PartialEq)]
+struct Request {
+    sql: String,
+    /// The session's `wait_timeout` once it has run.
+    wait_timeout: Option<u64>,
+    /// How its answers come back.
+    answers: Answers,
+}
+
+#[derive(Debug, PartialEq)]
+enum Answers {
+    /// A row of one column per op, and a second one (the token) per grant.
+    Row,
+    /// A lone grant: the counter's upsert says it all: a row changed when granted, and the
+    /// token is its `LAST_INSERT_ID()`.
+    Upsert,
+}
+
+/// The `wait_timeout` a request leaves on a session whose last one was `current`: the lease
+/// while it holds or may be granted a lock; the server's idle default when it rests; else
+/// unchanged (a session that holds nothing keeps the last lease until it rests, so that a
+/// lock taken and given back again and again sets nothing).
+fn wait_timeout_after(ops: &[Op<'_>], lease: Lease, current: Option<u64>) -> Option<u64> {
+    if lease.kept || ops.iter().any(|op| op.kind == Kind::Grant) {
+        Some(lease_secs(lease.ttl))
+    } else if lease.rest {
+        Some(IDLE_WAIT_TIMEOUT)
+    } else {
+        current
+    }
+}
+
+fn request(ops: &[Op<'_>], lease: Lease, current: Option<u64>, one_statement: bool) -> Request {
     use std::fmt::Write;
-    let mut sql = String::from("SET ");
-    let mut granted = Vec::new();
-    for (i, op) in ops.iter().enumerate() {
+    let wait_timeout = wait_timeout_after(ops, lease, current);
+    // Set first, so that a holder frozen right after its grant still loses its session (and
+    // the lock) when the lease runs out.
+    let set_timeout = (wait_timeout != current)
+        .then_some(wait_timeout)
+        .flatten()
+        .map(|secs| format!("SESSION wait_timeout = {secs}"));
+    let granted: Vec<(usize, String)> = ops
+        .iter()
+        .enumerate()
+        .filter(|(_, op)| op.kind == Kind::Grant)
+        .map(|(i, op)| (i, hex::encode(op.full.as_bytes())))
+        .collect();
+    let expr = |op: &Op<'_>| {
         let name = lock_name(op.full);
-        let sep = if i == 0 { "" } else { ", " };
-        let _ = match op.kind {
-            Kind::Grant => {
-                granted.push((i, hex::encode(op.full.as_bytes())));
-                write!(sql, "{sep}@lw{i} = GET_LOCK('{name}', 0)")
-            }
-            Kind::Unlock => write!(sql, "{sep}@lw{i} = RELEASE_LOCK('{name}')"),
-            Kind::Check => write!(
-                sql,
-                "{sep}@lw{i} = (IS_USED_LOCK('{name}') = CONNECTION_ID())"
-            ),
-        };
-    }
+        match op.kind {
+            Kind::Grant => format!("GET_LOCK('{name}', 0)"),
+            Kind::Unlock => format!("RELEASE_LOCK('{name}')"),
+            Kind::Check => format!("(IS_USED_LOCK('{name}') = CONNECTION_ID())"),
+        }
+    };
+    let mut sql = String::new();
     if granted.is_empty() {
-        // Nothing granted here: the lease is known before the request runs.
-        let secs = if lease.kept {
-            lease_secs(lease.ttl)
-        } else {
-            IDLE_WAIT_TIMEOUT
-        };
-        let _ = write!(sql, ", SESSION wait_timeout = {secs};\nSELECT ");
-        for i in 0..ops.len() {
-            let sep = if i == 0 { "" } else { ", " };
-            let _ = write!(sql, "{sep}CAST(@lw{i} AS SIGNED)");
+        // Releases and checks: one SELECT (after the lease, if it changes).
+        if let Some(set) = &set_timeout {
+            let _ = write!(sql, "SET {set}");
         }
-        return sql;
-    }
-    sql.push_str(";\n");
-    match granted.as_slice() {
-        [] => {}
-        // One grant: its token comes back through LAST_INSERT_ID(), without reading the row.
-        [(i, key)] => {
-            let _ = writeln!(
-                sql,
-                "INSERT INTO lockwise_fence (lock_key, token) \
-                 SELECT X'{key}', LAST_INSERT_ID({CLOCK_FLOOR}) FROM DUAL WHERE @lw{i} = 1 \
-                 ON DUPLICATE KEY UPDATE token = LAST_INSERT_ID(GREATEST(token + 1, {CLOCK_FLOOR}));"
-            );
-        }
-        many => {
-            let rows: Vec<String> = many
+        if !ops.is_empty() {
+            if !sql.is_empty() {
+                sql.push_str(";\n");
+            }
+            let columns: Vec<String> = ops
                 .iter()
-                .map(|(i, key)| format!("SELECT X'{key}' AS k, @lw{i} AS got"))
+                .map(|op| format!("CAST({} AS SIGNED)", expr(op)))
                 .collect();
-            let _ = writeln!(
-                sql,
-                "INSERT INTO lockwise_fence (lock_key, token) \
-                 SELECT g.k, {CLOCK_FLOOR} FROM ({}) g WHERE g.got = 1 \
-                 ON DUPLICATE KEY UPDATE token = GREATEST(token + 1, {CLOCK_FLOOR});",
-                rows.join(" UNION ALL ")
-            );
+            let _ = write!(sql, "SELECT {}", columns.join(", "));
         }
+        return Request {
+            sql,
+            wait_timeout,
+            answers: Answers::Row,
+        };
     }
-    let mut held = vec![if lease.kept { "TRUE" } else { "FALSE" }.to_owned()];
-    held.extend(granted.iter().map(|(i, _)| format!("@lw{i} = 1")));
-    let _ = write!(
-        sql,
-        "SET SESSION wait_timeout = IF({}, {}, {IDLE_WAIT_TIMEOUT});\nSELECT ",
-        held.join(" OR "),
-        lease_secs(lease.ttl)
+    if let ([op], [(_, key)], true) = (ops, granted.as_slice(), one_statement) {
+        // A lone grant in one statement: the upsert runs only if GET_LOCK grants (a DUAL row
+        // is read once), and its token comes back with the statement's answer.
+        if let Some(set) = &set_timeout {
+            let _ = writeln!(sql, "SET {set};");
+        }
+        let _ = write!(
+            sql,
+            "INSERT INTO lockwise_fence (lock_key, token) \
+             SELECT X'{key}', LAST_INSERT_ID({CLOCK_FLOOR}) FROM DUAL WHERE {} = 1 \
+             ON DUPLICATE KEY UPDATE token = LAST_INSERT_ID(GREATEST(token + 1, {CLOCK_FLOOR}))",
+            expr(op)
+        );
+        return Request {
+            sql,
+            wait_timeout,
+            answers: Answers::Upsert,
+        };
+    }
+    // The locks first, each answer in a variable (so that the counters' upsert, written to
+    // the binary log, carries values rather than GET_LOCK calls), then the tokens.
+    let mut sets: Vec<String> = set_timeout.into_iter().collect();
+    sets.extend(
+        ops.iter()
+            .enumerate()
+            .map(|(i, op)| format!("@lw{i} = {}", expr(op))),
     );
+    let _ = writeln!(sql, "SET {};", sets.join(", "));
+    if let [(i, key)] = granted.as_slice() {
+        // One grant: its token comes back through LAST_INSERT_ID(), without reading the row.
+        let _ = write!(
+            sql,
+            "INSERT INTO lockwise_fence (lock_key, token) \
+             SELECT X'{key}', LAST_INSERT_ID({CLOCK_FLOOR}) FROM DUAL WHERE @lw{i} = 1 \
+             ON DUPLICATE KEY UPDATE token = LAST_INSERT_ID(GREATEST(token + 1, {CLOCK_FLOOR}))"
+        );
+        if ops.len() == 1 {
+            return Request {
+                sql,
+                wait_timeout,
+                answers: Answers::Upsert,
+            };
+        }
+    } else {
+        let rows: Vec<String> = granted
+            .iter()
+            .map(|(i, key)| format!("SELECT X'{key}' AS k, @lw{i} AS got"))
+            .collect();
+        let _ = write!(
+            sql,
+            "INSERT INTO lockwise_fence (lock_key, token) \
+             SELECT g.k, {CLOCK_FLOOR} FROM ({}) g WHERE g.got = 1 \
+             ON DUPLICATE KEY UPDATE token = GREATEST(token + 1, {CLOCK_FLOOR})",
+            rows.join(" UNION ALL ")
+        );
+    }
+    sql.push_str(";\nSELECT ");
     let one = granted.len() == 1;
     for (i, op) in ops.iter().enumerate() {
         let sep = if i == 0 { "" } else { ", " };
@@ -363,34 +458,138 @@ fn exchange_sql(ops: &[Op<'_>], lease: Lease) -> String {
             }
         }
     }
-    sql
+    Request {
+        sql,
+        wait_timeout,
+        answers: Answers::Row,
+    }
+}
+
+/// A lone op whose session's lease stays as it is: one prepared statement (the server
+/// parses it once per session; a text statement of the same work costs it more than running
+/// it, measured in docs/performance.md).
+async fn lone(conn: &mut MySqlConnection, op: Op<'_>) -> sqlx::Result<Option<u64>> {
+    let name = lock_name(op.full);
+    match op.kind {
+        Kind::Grant => {
+            // As the one-statement grant of `request`: the upsert runs only if granted.
+            let done = sqlx::query(LONE_GRANT)
+                .bind(op.full.as_bytes())
+                .bind(name)
+                .execute(&mut *conn)
+                .await?;
+            Ok((done.rows_affected() > 0).then(|| done.last_insert_id()))
+        }
+        Kind::Unlock | Kind::Check => {
+            let sql = if op.kind == Kind::Unlock {
+                "SELECT CAST(RELEASE_LOCK(?) AS SIGNED)"
+            } else {
+                "SELECT CAST(IS_USED_LOCK(?) = CONNECTION_ID() AS SIGNED)"
+            };
+            let yes: Option<i64> = sqlx::query_scalar(sql)
+                .bind(name)
+                .fetch_one(&mut *conn)
+                .await?;
+            Ok(Some(u64::from(yes == Some(1))))
+        }
+    }
+}
+
+/// A lone grant and its token, prepared: binds the key's bytes and the lock name.
+const LONE_GRANT: &str = concat!(
+    "INSERT INTO lockwise_fence (lock_key, token) SELECT ?, LAST_INSERT_ID(",
+    clock_floor!(),
+    ") FROM DUAL WHERE GET_LOCK(?, 0) = 1 ",
+    "ON DUPLICATE KEY UPDATE token = LAST_INSERT_ID(GREATEST(token + 1, ",
+    clock_floor!(),
+    "))"
+);
+
+/// Runs `request` on `conn`: one answer per op.
+async fn run_request(
+    conn: &mut MySqlConnection,
+    ops: &[Op<'_>],
+    request: &Request,
+) -> sqlx::Result<Vec<Option<u64>>> {
+    use futures_util::TryStreamExt;
+    if request.sql.is_empty() {
+        return Ok(Vec::new());
+    }
+    let mut results = sqlx::raw_sql(AssertSqlSafe(request.sql.clone())).fetch_many(&mut *conn);
+    let (mut last, mut row) = (None, None);
+    while let Some(result) = results.try_next().await? {
+        match result {
+            sqlx::Either::Left(done) => last = Some(done),
+            sqlx::Either::Right(r) => row = Some(r),
+        }
+    }
+    if request.answers == Answers::Upsert {
+        let done = last.ok_or(sqlx::Error::RowNotFound)?;
+        // No row changed: GET_LOCK refused (0) or failed (NULL), and nothing was written.
+        let granted = done.rows_affected() > 0;
+        return Ok(vec![granted.then(|| done.last_insert_id())]);
+    }
+    if ops.is_empty() {
+        return Ok(Vec::new());
+    }
+    let row = row.ok_or(sqlx::Error::RowNotFound)?;
+    let mut column = 0;
+    let mut answers = Vec::with_capacity(ops.len());
+    for op in ops {
+        let yes = row.try_get::<Option<i64>, _>(column)? == Some(1);
+        column += 1;
+        answers.push(match op.kind {
+            Kind::Grant => {
+                let token: Option<u64> = row.try_get(column)?;
+                column += 1;
+                token.filter(|_| yes)
+            }
+            Kind::Unlock | Kind::Check => Some(u64::from(yes)),
+        });
+    }
+    Ok(answers)
 }
 
 #[async_trait]
 impl SessionSql for GetLock {
-    type Conn = MySqlConnection;
+    type Conn = Conn;
     const NAME: &'static str = "mysql";
+    // Setting wait_timeout is a statement of its own (~15 µs of server work a time).
+    const RESTS: bool = true;
 
-    async fn connect(&self, shown: &str) -> Result<MySqlConnection> {
+    async fn connect(&self, shown: &str) -> Result<Conn> {
         let connect = async {
             let mut conn = MySqlConnection::connect_with(&self.options).await?;
             // Fencing counters rely on autocommit, and their clock floor on UTC, whatever the
             // server's defaults; and a statement its client gave up on (the call timed out)
             // ends on the server too: MariaDB bounds every statement, MySQL only reads, under
             // another name (the first SET fails there as a whole, and the second runs).
-            let mariadb = sqlx::query(
-                "SET SESSION autocommit = 1, time_zone = '+00:00', max_statement_time = 10",
-            )
-            .execute(&mut conn)
+            let mariadb = sqlx::raw_sql(AssertSqlSafe(format!(
+                "SET SESSION autocommit = 1, time_zone = '+00:00', max_statement_time = 10;\n\
+                 SELECT {ONE_STATEMENT_GRANTS}"
+            )))
+            .fetch_all(&mut conn)
             .await;
-            if mariadb.is_err() {
-                sqlx::query(
-                    "SET SESSION autocommit = 1, time_zone = '+00:00', max_execution_time = 10000",
-                )
-                .execute(&mut conn)
-                .await?;
-            }
-            Ok::<_, sqlx::Error>(conn)
+            let one_statement = match mariadb {
+                Ok(rows) => match rows.first() {
+                    Some(row) => row.try_get::<Option<i64>, _>(0)? == Some(1),
+                    None => false,
+                },
+                Err(_) => {
+                    sqlx::query(
+                        "SET SESSION autocommit = 1, time_zone = '+00:00', \
+                         max_execution_time = 10000",
+                    )
+                    .execute(&mut conn)
+                    .await?;
+                    false
+                }
+            };
+            Ok::<_, sqlx::Error>(Conn {
+                conn,
+                wait_timeout: None,
+                one_statement,
+            })
         };
         match tokio::time::timeout(CONNECT_TIMEOUT, connect).await {
             Ok(Ok(conn)) => Ok(conn),
@@ -409,46 +608,31 @@ impl SessionSql for GetLock {
         }
     }
 
-    async fn session_id(&self, conn: &mut MySqlConnection) -> sqlx::Result<i64> {
+    async fn session_id(&self, conn: &mut Conn) -> sqlx::Result<i64> {
         sqlx::query_scalar("SELECT CAST(CONNECTION_ID() AS SIGNED)")
-            .fetch_one(conn)
+            .fetch_one(&mut conn.conn)
             .await
     }
 
     async fn exchange(
         &self,
-        conn: &mut MySqlConnection,
+        conn: &mut Conn,
         ops: &[Op<'_>],
         lease: Lease,
     ) -> sqlx::Result<Vec<Option<u64>>> {
-        let rows = sqlx::raw_sql(AssertSqlSafe(exchange_sql(ops, lease)))
-            .fetch_all(&mut *conn)
-            .await?;
-        let Some(row) = rows.first() else {
-            return Err(sqlx::Error::RowNotFound);
-        };
-        let mut column = 0;
-        let mut answers = Vec::with_capacity(ops.len());
-        for op in ops {
-            let yes = row.try_get::<Option<i64>, _>(column)? == Some(1);
-            column += 1;
-            answers.push(match op.kind {
-                Kind::Grant => {
-                    let token: Option<u64> = row.try_get(column)?;
-                    column += 1;
-                    token.filter(|_| yes)
-                }
-                Kind::Unlock | Kind::Check => Some(u64::from(yes)),
-            });
+        if let [op] = ops
+            && wait_timeout_after(ops, lease, conn.wait_timeout) == conn.wait_timeout
+            && (op.kind != Kind::Grant || conn.one_statement)
+        {
+            return Ok(vec![lone(&mut conn.conn, *op).await?]);
         }
+        let request = request(ops, lease, conn.wait_timeout, conn.one_statement);
+        let answers = run_request(&mut conn.conn, ops, &request).await?;
+        conn.wait_timeout = request.wait_timeout;
         Ok(answers)
     }
 
-    async fn held_by(
-        &self,
-        conn: &mut MySqlConnection,
-        locks: &[(String, i64)],
-    ) -> sqlx::Result<Vec<bool>> {
+    async fn held_by(&self, conn: &mut Conn, locks: &[(String, i64)]) -> sqlx::Result<Vec<bool>> {
         let mut held = Vec::with_capacity(locks.len());
         // One row of up to CHUNK columns per statement: IS_USED_LOCK names the holding
         // session, a lookup that touches no table.
@@ -460,7 +644,7 @@ impl SessionSql for GetLock {
             for (full, _) in chunk {
                 query = query.bind(lock_name(full));
             }
-            let row = query.fetch_one(&mut *conn).await?;
+            let row = query.fetch_one(&mut conn.conn).await?;
             for (i, (_, session)) in chunk.iter().enumerate() {
                 let holder: Option<i64> = row.try_get(i)?;
                 held.push(holder == Some(*session));
@@ -473,14 +657,16 @@ impl SessionSql for GetLock {
         lock_name(full)
     }
 
-    async fn wait_free(&self, conn: &mut MySqlConnection, full: &str) -> sqlx::Result<bool> {
+    async fn wait_free(&self, conn: &mut Conn, full: &str) -> sqlx::Result<bool> {
         let name = lock_name(full);
         // Waits up to 1 s and gives the lock back in the same statement, so a probe never
         // holds it beyond the statement (no hand-over chain between probes).
         // The name inlined (it is hex), not bound: the statement's text in the process list
         // then names the lock, which is how `lockwise locks` counts its waiters.
         let sql = format!("SELECT CAST(GET_LOCK('{name}', 1) AS SIGNED), RELEASE_LOCK('{name}')");
-        let rows = sqlx::raw_sql(AssertSqlSafe(sql)).fetch_all(conn).await?;
+        let rows = sqlx::raw_sql(AssertSqlSafe(sql))
+            .fetch_all(&mut conn.conn)
+            .await?;
         let got: Option<i64> = match rows.first() {
             Some(row) => row.try_get(0)?,
             None => None,
@@ -490,20 +676,122 @@ impl SessionSql for GetLock {
 
     async fn held(
         &self,
-        conn: &mut MySqlConnection,
+        conn: &mut Conn,
         prefix: &str,
         _unnamed: bool,
     ) -> sqlx::Result<Vec<HeldLock>> {
-        inspect::held(conn, prefix).await
+        inspect::held(&mut conn.conn, prefix).await
     }
 
-    async fn break_lock(
-        &self,
-        conn: &mut MySqlConnection,
-        full: &str,
-    ) -> sqlx::Result<Option<HeldLock>> {
-        inspect::break_lock(conn, full, &lock_name(full)).await
+    async fn break_lock(&self, conn: &mut Conn, full: &str) -> sqlx::Result<Option<HeldLock>> {
+        inspect::break_lock(&mut conn.conn, full, &lock_name(full)).await
     }
 }
 
 session_backend!(MysqlBackend, "mysql");
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    const SECS: Duration = Duration::from_secs(30);
+
+    fn op(kind: Kind, full: &str) -> Op<'_> {
+        Op { kind, full }
+    }
+
+    fn lease(kept: bool, rest: bool) -> Lease {
+        Lease {
+            ttl: SECS,
+            kept,
+            rest,
+        }
+    }
+
+    #[test]
+    fn a_lone_grant_sets_the_lease_only_when_it_changes() {
+        let grant = [op(Kind::Grant, "k")];
+        let name = lock_name("k");
+        let first = request(&grant, lease(false, false), None, true);
+        assert_eq!(first.wait_timeout, Some(30));
+        assert_eq!(first.answers, Answers::Upsert);
+        assert!(
+            first
+                .sql
+                .starts_with("SET SESSION wait_timeout = 30;\nINSERT")
+        );
+        assert!(
+            first
+                .sql
+                .contains(&format!("WHERE GET_LOCK('{name}', 0) = 1"))
+        );
+        let again = request(&grant, lease(false, false), Some(30), true);
+        assert!(again.sql.starts_with("INSERT"), "{}", again.sql);
+        // Where GET_LOCK may not sit in the upsert: two statements, the answer in between.
+        let two = request(&grant, lease(false, false), Some(30), false);
+        assert_eq!(two.answers, Answers::Upsert);
+        assert!(
+            two.sql
+                .starts_with(&format!("SET @lw0 = GET_LOCK('{name}', 0);\nINSERT"))
+        );
+        assert!(two.sql.contains("WHERE @lw0 = 1"));
+        let two_first = request(&grant, lease(false, false), None, false);
+        assert!(
+            two_first
+                .sql
+                .starts_with("SET SESSION wait_timeout = 30, @lw0 = GET_LOCK")
+        );
+    }
+
+    #[test]
+    fn a_free_session_keeps_its_lease_until_it_rests() {
+        let unlock = [op(Kind::Unlock, "k")];
+        let released = request(&unlock, lease(false, false), Some(30), true);
+        assert_eq!(released.wait_timeout, Some(30));
+        assert_eq!(
+            released.sql,
+            format!("SELECT CAST(RELEASE_LOCK('{}') AS SIGNED)", lock_name("k"))
+        );
+        // A release that leaves another lock sets the lease that one needs.
+        let kept = request(&unlock, lease(true, false), Some(28_800), true);
+        assert_eq!(kept.wait_timeout, Some(30));
+        assert!(
+            kept.sql
+                .starts_with("SET SESSION wait_timeout = 30;\nSELECT")
+        );
+        let rest = request(&[], lease(false, true), Some(30), true);
+        assert_eq!(rest.sql, "SET SESSION wait_timeout = 28800");
+        assert_eq!(rest.wait_timeout, Some(IDLE_WAIT_TIMEOUT));
+        // Rested already: nothing to send.
+        assert!(
+            request(&[], lease(false, true), Some(28_800), true)
+                .sql
+                .is_empty()
+        );
+        // A rest never takes the lease from a session that holds a lock.
+        let held = request(&[], lease(true, true), Some(30), true);
+        assert!(held.sql.is_empty() && held.wait_timeout == Some(30));
+    }
+
+    #[test]
+    fn a_request_of_many_ops_answers_each_in_one_row() {
+        let ops = [
+            op(Kind::Grant, "a"),
+            op(Kind::Unlock, "b"),
+            op(Kind::Grant, "c"),
+        ];
+        let many = request(&ops, lease(true, false), Some(30), true);
+        assert_eq!(many.answers, Answers::Row);
+        assert!(many.sql.starts_with("SET @lw0 = GET_LOCK"), "{}", many.sql);
+        assert!(many.sql.contains("UNION ALL"));
+        assert!(
+            many.sql
+                .contains("\nSELECT CAST(@lw0 AS SIGNED), IF(@lw0 = 1, (SELECT token")
+        );
+    }
+
+    #[test]
+    fn the_prepared_grant_uses_the_clock_floor() {
+        assert_eq!(LONE_GRANT.matches(CLOCK_FLOOR).count(), 2);
+    }
+}

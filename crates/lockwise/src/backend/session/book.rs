@@ -64,6 +64,9 @@ pub(crate) struct Lease {
     /// Whether the session holds locks that the request does not unlock: they keep the
     /// lease whatever the request's grants answer.
     pub(crate) kept: bool,
+    /// Whether a session that holds nothing afterwards gets the server's idle lifetime back
+    /// (see [`SessionSql::RESTS`](super::SessionSql::RESTS)); always so where that is false.
+    pub(crate) rest: bool,
 }
 
 impl Book {
@@ -76,6 +79,11 @@ impl Book {
         self.keys.insert(full.to_owned(), Entry::Busy { session });
         self.classes.entry(session).or_insert((0, ttl)).0 += 1;
         true
+    }
+
+    /// Whether `session` holds nothing and has no call on its way.
+    pub(super) fn empty(&self, session: u64) -> bool {
+        !self.classes.contains_key(&session)
     }
 
     /// Whether a lock of `ttl` may go to `session`: it holds nothing, or locks of that TTL.
@@ -255,6 +263,7 @@ impl Book {
         let mut lease = Lease {
             ttl: asked,
             kept: false,
+            rest: false,
         };
         for (full, deadline) in self.sessions.get(&session).into_iter().flatten() {
             if !unlocked.contains(&full.as_str()) {

@@ -43,6 +43,13 @@ pub(crate) trait SessionSql: Send + Sync + 'static {
     /// The backend's name in errors (`"postgres"`, `"mysql"`).
     const NAME: &'static str;
 
+    /// Whether setting a session's idle lifetime is a statement of its own, worth sparing:
+    /// then a request that leaves its session holding nothing leaves the lease as it was,
+    /// and a session that stays so for [`REST_AFTER`](pool::REST_AFTER) gets a request of
+    /// no op with [`Lease::rest`], which gives it the server's idle lifetime back. Otherwise
+    /// every request sets it.
+    const RESTS: bool = false;
+
     /// A new connection, within the connect timeout.
     async fn connect(&self, shown: &str) -> Result<Self::Conn>;
 
@@ -51,7 +58,8 @@ pub(crate) trait SessionSql: Send + Sync + 'static {
 
     /// Runs `ops` in order in one round trip, and sets the session's idle lifetime to
     /// `lease.ttl` if it holds any lock afterwards (`lease.kept`, or a grant of `ops`
-    /// succeeded), else back to the server's default. One answer per op: a grant's fencing
+    /// succeeded), else back to the server's default (with [`RESTS`](Self::RESTS): only
+    /// with `lease.rest`; `ops` is then empty). One answer per op: a grant's fencing
     /// token (`None`: held elsewhere); `Some(1)` when an unlock released the lock or a check
     /// found it held by this session. No op's key is held by this session unless the op is
     /// an unlock or a check of it.
@@ -212,6 +220,8 @@ struct Inner<D: SessionSql> {
     /// backend is dropped.
     sweeper: Arc<Notify>,
     sweeping: AtomicBool,
+    /// Whether the sweeper knows of sessions waiting to rest (see [`SessionSql::RESTS`]).
+    resting: AtomicBool,
     probes: Probes,
     /// The connection that checks, for the locker's loss check, which sessions still hold
     /// their locks; opened on first use, dropped after a failure.
@@ -261,6 +271,7 @@ impl<D: SessionSql> SessionLocks<D> {
                 serial: AtomicU64::new(0),
                 sweeper: Arc::new(Notify::new()),
                 sweeping: AtomicBool::new(false),
+                resting: AtomicBool::new(false),
                 probes: Probes::default(),
                 checker: tokio::sync::Mutex::new(None),
             }),

@@ -15,7 +15,7 @@ use std::time::{Duration, Instant};
 use futures_util::future::BoxFuture;
 use tokio::sync::oneshot;
 
-use super::{HolderRow, Inner, SessionLocks, SessionSql};
+use super::{HolderRow, Inner, Lease, SessionLocks, SessionSql};
 use crate::error::{Error, Result};
 use crate::lease::{FencingToken, OwnerToken};
 
@@ -27,6 +27,11 @@ const MAX_SESSIONS: usize = 2;
 
 /// The most calls in one request.
 const MOST: usize = 64;
+
+/// How long a session that holds nothing keeps its last lease before it rests, where
+/// [`SessionSql::RESTS`]: under the shortest lease (1 s), so that the server does not end an
+/// idle session, yet long enough that a lock taken again and again sets nothing.
+pub(super) const REST_AFTER: Duration = Duration::from_millis(500);
 
 /// How long a request may take before its session is given up (a hung server or network):
 /// the server's own `statement_timeout` / `max_statement_time`.
@@ -90,6 +95,8 @@ struct State<C> {
     sending: bool,
     broken: bool,
     queue: Vec<Call>,
+    /// Since when it holds nothing with the last lease still set (see [`SessionSql::RESTS`]).
+    quiet: Option<Instant>,
 }
 
 impl<C> Session<C> {
@@ -172,6 +179,7 @@ impl<D: SessionSql> SessionLocks<D> {
                 sending: false,
                 broken: false,
                 queue: Vec::new(),
+                quiet: None,
             }),
         });
         self.pool().sessions.push(session.clone());
@@ -373,6 +381,9 @@ impl<D: SessionSql> Sending<D> {
             Ok(Ok(answers)) if answers.len() == calls.len() => {
                 session.state().conn = Some(conn);
                 settle(inner, session, sent, calls, answers);
+                if D::RESTS {
+                    quieten(inner, session, sent);
+                }
                 true
             }
             failed => {
@@ -510,6 +521,90 @@ fn break_session<D: SessionSql>(
     }
 }
 
+/// Notes when a session that holds nothing after a request went quiet, and makes sure the
+/// sweeper knows that one waits to rest.
+fn quieten<D: SessionSql>(inner: &Arc<Inner<D>>, session: &Arc<Session<D::Conn>>, sent: Instant) {
+    let empty = inner.book().empty(session.serial);
+    session.state().quiet = empty.then_some(sent);
+    if empty && !inner.resting.swap(true, Ordering::AcqRel) {
+        inner.sweeper.notify_one();
+    }
+}
+
+/// Sends a rest request on each session quiet for [`REST_AFTER`] that still holds nothing
+/// and has nothing on its way; when the next one is due.
+fn rest_due<D: SessionSql>(inner: &Arc<Inner<D>>, now: Instant) -> Option<Instant> {
+    // Cleared before looking, so that a session going quiet meanwhile wakes the sweeper.
+    inner.resting.store(false, Ordering::Release);
+    let sessions = inner.pool().sessions.clone();
+    let mut next: Option<Instant> = None;
+    for session in sessions {
+        let book = inner.book();
+        let mut state = session.state();
+        let Some(quiet) = state.quiet else { continue };
+        if state.broken {
+            continue;
+        }
+        let busy = state.sending || !state.queue.is_empty() || !book.empty(session.serial);
+        // A session with a request on its way or coming is looked at again later (the
+        // request marks it quiet anew, or not, when it returns).
+        let due = if busy {
+            now.max(quiet) + REST_AFTER
+        } else {
+            quiet + REST_AFTER
+        };
+        if due > now {
+            next = Some(next.map_or(due, |n| n.min(due)));
+            continue;
+        }
+        state.quiet = None;
+        state.sending = true;
+        drop((state, book));
+        let sending = Sending {
+            inner: inner.clone(),
+            session: session.clone(),
+            done: false,
+        };
+        tokio::spawn(sending.rest());
+    }
+    if next.is_some() {
+        inner.resting.store(true, Ordering::Release);
+    }
+    next
+}
+
+impl<D: SessionSql> Sending<D> {
+    /// A request of no op that gives the session the server's idle lifetime back, then what
+    /// queued meanwhile.
+    async fn rest(mut self) {
+        let conn = self.session.state().conn.take();
+        let Some(mut conn) = conn else {
+            let error = Error::backend_msg(D::NAME, "the session's connection is gone");
+            break_session(&self.inner, &self.session, Vec::new(), &error);
+            self.done = true;
+            return;
+        };
+        let lease = Lease {
+            ttl: Duration::ZERO,
+            kept: false,
+            rest: true,
+        };
+        let rested = tokio::time::timeout(
+            REQUEST_LIMIT,
+            self.inner.sql.exchange(&mut conn, &[], lease),
+        )
+        .await;
+        if let Ok(Ok(_)) = rested {
+            self.session.state().conn = Some(conn);
+            self.send(false).await;
+        } else {
+            let error = Error::backend_msg(D::NAME, "a rest request failed");
+            break_session(&self.inner, &self.session, Vec::new(), &error);
+            self.done = true;
+        }
+    }
+}
+
 /// Unlocks the locks whose deadline passed without a renewal, while this process runs (a
 /// frozen or dead one's are let go by the server when its session's lease runs out). Ends
 /// when the backend is dropped.
@@ -518,15 +613,28 @@ pub(super) async fn sweep<D: SessionSql>(inner: Weak<Inner<D>>) {
         let Some(locks) = inner.upgrade() else { return };
         let notify = locks.sweeper.clone();
         let notified = notify.notified();
+        let now = Instant::now();
         let next = {
             let mut book = locks.book();
-            let (due, next) = book.due(Instant::now());
+            let (due, next) = book.due(now);
             book.sweep_at = next;
             drop(book);
             for (full, session) in due {
                 unlock_later(&locks, session, full);
             }
             next
+        };
+        // Rests are not the sweeper's deadlines (`sweep_at`): a grant never waits for them.
+        let next = match (
+            next,
+            if D::RESTS {
+                rest_due(&locks, now)
+            } else {
+                None
+            },
+        ) {
+            (Some(a), Some(b)) => Some(a.min(b)),
+            (a, b) => a.or(b),
         };
         drop(locks);
         match next {
