@@ -158,12 +158,14 @@ enum Table {
 }
 
 async fn table(conn: &mut MySqlConnection) -> sqlx::Result<Table> {
-    let engine: Option<Option<String>> = sqlx::query_scalar(
+    // The text protocol: one round trip (prepared for one use, it would take two).
+    let row = sqlx::raw_sql(
         "SELECT ENGINE FROM information_schema.tables \
          WHERE table_schema = DATABASE() AND table_name = 'lockwise_fence'",
     )
     .fetch_optional(&mut *conn)
     .await?;
+    let engine: Option<Option<String>> = row.map(|row| row.try_get(0)).transpose()?;
     Ok(match engine {
         None => Table::Missing,
         Some(Some(engine)) if engine.eq_ignore_ascii_case("InnoDB") => Table::InnoDb,
@@ -284,18 +286,20 @@ fn lease_secs(ttl: Duration) -> u64 {
 }
 
 /// Whether a session may take a lone lock in one statement, `GET_LOCK` inside the counter's
-/// upsert (`INSERT … SELECT … WHERE GET_LOCK(…) = 1`), asked at connect: on MariaDB (where the
-/// tests show the DUAL row's condition evaluated exactly once), unless the session writes a
+/// upsert (`INSERT … SELECT … WHERE GET_LOCK(…) = 1`), asked at connect on MariaDB only (where
+/// the tests show the DUAL row's condition evaluated exactly once), unless the session writes a
 /// statement-based binary log, where a replica would replay the `GET_LOCK` in its applier
 /// (MariaDB's default `MIXED` logs such a statement as rows). Elsewhere the grant takes two
 /// statements, its answer kept in a variable in between.
-const ONE_STATEMENT_GRANTS: &str = "CAST(VERSION() LIKE '%MariaDB%' \
-     AND (@@log_bin = 0 OR @@SESSION.binlog_format <> 'STATEMENT') AS SIGNED)";
+const ONE_STATEMENT_GRANTS: &str =
+    "CAST(@@log_bin = 0 OR @@SESSION.binlog_format <> 'STATEMENT' AS SIGNED)";
 
 /// A lock session: its connection, and the `wait_timeout` this backend last set on it (`None`
 /// until it sets one), so that a request sets it only when it changes.
 struct Conn {
     conn: MySqlConnection,
+    /// Its `CONNECTION_ID()`.
+    id: i64,
     wait_timeout: Option<u64>,
     /// Whether a lone grant may call `GET_LOCK` inside the counter's upsert (one statement
     /// instead of two; see [`ONE_STATEMENT_GRANTS`]).
@@ -564,31 +568,31 @@ impl SessionSql for GetLock {
             // server's defaults; and a statement its client gave up on (the call timed out)
             // ends on the server too: MariaDB bounds every statement, MySQL only reads, under
             // another name (the first SET fails there as a whole, and the second runs).
-            let mariadb = sqlx::raw_sql(AssertSqlSafe(format!(
-                "SET SESSION autocommit = 1, time_zone = '+00:00', max_statement_time = 10;\n\
-                 SELECT {ONE_STATEMENT_GRANTS}"
-            )))
-            .fetch_all(&mut conn)
-            .await;
-            let one_statement = match mariadb {
-                Ok(rows) => match rows.first() {
-                    Some(row) => row.try_get::<Option<i64>, _>(0)? == Some(1),
-                    None => false,
-                },
+            // One round trip each (the text protocol; prepared, they would take two).
+            let ask = |set: &str, one_statement: &str| {
+                format!(
+                    "SET SESSION autocommit = 1, time_zone = '+00:00', {set};\n\
+                     SELECT CAST(CONNECTION_ID() AS SIGNED), {one_statement}"
+                )
+            };
+            let mariadb = ask("max_statement_time = 10", ONE_STATEMENT_GRANTS);
+            let rows = match sqlx::raw_sql(AssertSqlSafe(mariadb))
+                .fetch_all(&mut conn)
+                .await
+            {
+                Ok(rows) => rows,
                 Err(_) => {
-                    sqlx::query(
-                        "SET SESSION autocommit = 1, time_zone = '+00:00', \
-                         max_execution_time = 10000",
-                    )
-                    .execute(&mut conn)
-                    .await?;
-                    false
+                    sqlx::raw_sql(AssertSqlSafe(ask("max_execution_time = 10000", "0")))
+                        .fetch_all(&mut conn)
+                        .await?
                 }
             };
+            let row = rows.first().ok_or(sqlx::Error::RowNotFound)?;
             Ok::<_, sqlx::Error>(Conn {
+                id: row.try_get(0)?,
+                one_statement: row.try_get::<Option<i64>, _>(1)? == Some(1),
                 conn,
                 wait_timeout: None,
-                one_statement,
             })
         };
         match tokio::time::timeout(CONNECT_TIMEOUT, connect).await {
@@ -609,9 +613,7 @@ impl SessionSql for GetLock {
     }
 
     async fn session_id(&self, conn: &mut Conn) -> sqlx::Result<i64> {
-        sqlx::query_scalar("SELECT CAST(CONNECTION_ID() AS SIGNED)")
-            .fetch_one(&mut conn.conn)
-            .await
+        Ok(conn.id)
     }
 
     async fn exchange(
