@@ -334,7 +334,8 @@ enum Answers {
 fn wait_timeout_after(ops: &[Op<'_>], lease: Lease, current: Option<u64>) -> Option<u64> {
     if lease.kept || ops.iter().any(|op| op.kind == Kind::Grant) {
         Some(lease_secs(lease.ttl))
-    } else if lease.rest {
+    } else if ops.is_empty() {
+        // A rest.
         Some(IDLE_WAIT_TIMEOUT)
     } else {
         current
@@ -702,19 +703,15 @@ mod tests {
         Op { kind, full }
     }
 
-    fn lease(kept: bool, rest: bool) -> Lease {
-        Lease {
-            ttl: SECS,
-            kept,
-            rest,
-        }
+    fn lease(kept: bool) -> Lease {
+        Lease { ttl: SECS, kept }
     }
 
     #[test]
     fn a_lone_grant_sets_the_lease_only_when_it_changes() {
         let grant = [op(Kind::Grant, "k")];
         let name = lock_name("k");
-        let first = request(&grant, lease(false, false), None, true);
+        let first = request(&grant, lease(false), None, true);
         assert_eq!(first.wait_timeout, Some(30));
         assert_eq!(first.answers, Answers::Upsert);
         assert!(
@@ -727,17 +724,17 @@ mod tests {
                 .sql
                 .contains(&format!("WHERE GET_LOCK('{name}', 0) = 1"))
         );
-        let again = request(&grant, lease(false, false), Some(30), true);
+        let again = request(&grant, lease(false), Some(30), true);
         assert!(again.sql.starts_with("INSERT"), "{}", again.sql);
         // Where GET_LOCK may not sit in the upsert: two statements, the answer in between.
-        let two = request(&grant, lease(false, false), Some(30), false);
+        let two = request(&grant, lease(false), Some(30), false);
         assert_eq!(two.answers, Answers::Upsert);
         assert!(
             two.sql
                 .starts_with(&format!("SET @lw0 = GET_LOCK('{name}', 0);\nINSERT"))
         );
         assert!(two.sql.contains("WHERE @lw0 = 1"));
-        let two_first = request(&grant, lease(false, false), None, false);
+        let two_first = request(&grant, lease(false), None, false);
         assert!(
             two_first
                 .sql
@@ -748,30 +745,30 @@ mod tests {
     #[test]
     fn a_free_session_keeps_its_lease_until_it_rests() {
         let unlock = [op(Kind::Unlock, "k")];
-        let released = request(&unlock, lease(false, false), Some(30), true);
+        let released = request(&unlock, lease(false), Some(30), true);
         assert_eq!(released.wait_timeout, Some(30));
         assert_eq!(
             released.sql,
             format!("SELECT CAST(RELEASE_LOCK('{}') AS SIGNED)", lock_name("k"))
         );
         // A release that leaves another lock sets the lease that one needs.
-        let kept = request(&unlock, lease(true, false), Some(28_800), true);
+        let kept = request(&unlock, lease(true), Some(28_800), true);
         assert_eq!(kept.wait_timeout, Some(30));
         assert!(
             kept.sql
                 .starts_with("SET SESSION wait_timeout = 30;\nSELECT")
         );
-        let rest = request(&[], lease(false, true), Some(30), true);
+        let rest = request(&[], lease(false), Some(30), true);
         assert_eq!(rest.sql, "SET SESSION wait_timeout = 28800");
         assert_eq!(rest.wait_timeout, Some(IDLE_WAIT_TIMEOUT));
         // Rested already: nothing to send.
         assert!(
-            request(&[], lease(false, true), Some(28_800), true)
+            request(&[], lease(false), Some(28_800), true)
                 .sql
                 .is_empty()
         );
         // A rest never takes the lease from a session that holds a lock.
-        let held = request(&[], lease(true, true), Some(30), true);
+        let held = request(&[], lease(true), Some(30), true);
         assert!(held.sql.is_empty() && held.wait_timeout == Some(30));
     }
 
@@ -782,7 +779,7 @@ mod tests {
             op(Kind::Unlock, "b"),
             op(Kind::Grant, "c"),
         ];
-        let many = request(&ops, lease(true, false), Some(30), true);
+        let many = request(&ops, lease(true), Some(30), true);
         assert_eq!(many.answers, Answers::Row);
         assert!(many.sql.starts_with("SET @lw0 = GET_LOCK"), "{}", many.sql);
         assert!(many.sql.contains("UNION ALL"));

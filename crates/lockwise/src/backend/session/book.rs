@@ -64,9 +64,6 @@ pub(crate) struct Lease {
     /// Whether the session holds locks that the request does not unlock: they keep the
     /// lease whatever the request's grants answer.
     pub(crate) kept: bool,
-    /// Whether a session that holds nothing afterwards gets the server's idle lifetime back
-    /// (see [`SessionSql::RESTS`](super::SessionSql::RESTS)); always so where that is false.
-    pub(crate) rest: bool,
 }
 
 impl Book {
@@ -263,7 +260,6 @@ impl Book {
         let mut lease = Lease {
             ttl: asked,
             kept: false,
-            rest: false,
         };
         for (full, deadline) in self.sessions.get(&session).into_iter().flatten() {
             if !unlocked.contains(&full.as_str()) {

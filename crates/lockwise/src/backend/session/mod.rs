@@ -46,8 +46,8 @@ pub(crate) trait SessionSql: Send + Sync + 'static {
     /// Whether setting a session's idle lifetime is a statement of its own, worth sparing:
     /// then a request that leaves its session holding nothing leaves the lease as it was,
     /// and a session that stays so for [`REST_AFTER`](pool::REST_AFTER) gets a request of
-    /// no op with [`Lease::rest`], which gives it the server's idle lifetime back. Otherwise
-    /// every request sets it.
+    /// no op (a rest), which gives it the server's idle lifetime back. Otherwise every request
+    /// sets it.
     const RESTS: bool = false;
 
     /// A new connection, within the connect timeout.
@@ -58,8 +58,8 @@ pub(crate) trait SessionSql: Send + Sync + 'static {
 
     /// Runs `ops` in order in one round trip, and sets the session's idle lifetime to
     /// `lease.ttl` if it holds any lock afterwards (`lease.kept`, or a grant of `ops`
-    /// succeeded), else back to the server's default (with [`RESTS`](Self::RESTS): only
-    /// with `lease.rest`; `ops` is then empty). One answer per op: a grant's fencing
+    /// succeeded), else back to the server's default (with [`RESTS`](Self::RESTS): only in a
+    /// rest, whose `ops` is empty). One answer per op: a grant's fencing
     /// token (`None`: held elsewhere); `Some(1)` when an unlock released the lock or a check
     /// found it held by this session. No op's key is held by this session unless the op is
     /// an unlock or a check of it.

@@ -587,7 +587,6 @@ impl<D: SessionSql> Sending<D> {
         let lease = Lease {
             ttl: Duration::ZERO,
             kept: false,
-            rest: true,
         };
         let rested = tokio::time::timeout(
             REQUEST_LIMIT,
