@@ -266,8 +266,10 @@ pub(super) fn a_timed_out_handler_gets_sigterm_and_its_attempt_fails(s: Db) {
         "timeout 1s: SIGTERM handled {} ms after the start; job ended after {ms} ms",
         term.as_millis()
     );
+    // The job's 1 s runs from its start, a little before the handler's shell has run its
+    // first command (`touch`), which takes ~10 ms, and ~160 ms was seen on a loaded machine.
     assert!(
-        term >= Duration::from_millis(900) && term < Duration::from_millis(1500),
+        term >= Duration::from_millis(700) && term < Duration::from_millis(1500),
         "{term:?}"
     );
     assert!((1000..1500).contains(&ms), "{stderr}");

@@ -1,5 +1,5 @@
 -- Grants a lock and issues its fencing token in one round trip, on a session that every lock
--- of the backend shares (backend/mysql.rs builds the statements; this file is their
+-- of the backend shares (backend/mysql/request.rs builds the statements; this file is their
 -- reference). The placeholders are filled in by the backend with values that are safe to
 -- inline ({lease} a number of seconds, {name} the hex lock name, {key} the lock key's bytes in
 -- hex), or bound as parameters in the prepared form.
