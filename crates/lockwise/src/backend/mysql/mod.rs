@@ -53,14 +53,7 @@ const SCHEMA: &str = include_str!("../../../sql/mysql/fence.sql");
 
 /// A fencing token's floor: the server's clock in Unix milliseconds × 1024 (see
 /// `sql/mysql/grant.sql`).
-pub(super) const CLOCK_FLOOR: &str = clock_floor!();
-
-macro_rules! clock_floor {
-    () => {
-        "CAST(UNIX_TIMESTAMP(NOW(3)) * 1000 AS UNSIGNED) * 1024"
-    };
-}
-pub(super) use clock_floor;
+pub(super) const CLOCK_FLOOR: &str = "CAST(UNIX_TIMESTAMP(NOW(3)) * 1000 AS UNSIGNED) * 1024";
 
 /// `GET_LOCK` locks. Clones share the sessions.
 #[derive(Clone)]

@@ -5,7 +5,9 @@
 use sqlx::mysql::MySqlConnection;
 use sqlx::{AssertSqlSafe, Row};
 
-use super::{CLOCK_FLOOR, IDLE_WAIT_TIMEOUT, clock_floor, lease_secs, lock_name};
+use std::sync::LazyLock;
+
+use super::{CLOCK_FLOOR, IDLE_WAIT_TIMEOUT, lease_secs, lock_name};
 use crate::backend::session::{Kind, Lease, Op};
 
 /// Whether a session may take a lone lock in one statement, `GET_LOCK` inside the counter's
@@ -147,13 +149,7 @@ fn request(ops: &[Op<'_>], lease: Lease, current: Option<u64>, one_statement: bo
         if let Some(set) = &set_timeout {
             let _ = writeln!(sql, "SET {set};");
         }
-        let _ = write!(
-            sql,
-            "INSERT INTO lockwise_fence (lock_key, token) \
-             SELECT X'{key}', LAST_INSERT_ID({CLOCK_FLOOR}) FROM DUAL WHERE {} = 1 \
-             ON DUPLICATE KEY UPDATE token = LAST_INSERT_ID(GREATEST(token + 1, {CLOCK_FLOOR}))",
-            expr(op)
-        );
+        sql.push_str(&upsert_one(&format!("X'{key}'"), &expr(op)));
         return Request {
             sql,
             wait_timeout,
@@ -171,12 +167,7 @@ fn request(ops: &[Op<'_>], lease: Lease, current: Option<u64>, one_statement: bo
     let _ = writeln!(sql, "SET {};", sets.join(", "));
     if let [(i, key)] = granted.as_slice() {
         // One grant: its token comes back through LAST_INSERT_ID(), without reading the row.
-        let _ = write!(
-            sql,
-            "INSERT INTO lockwise_fence (lock_key, token) \
-             SELECT X'{key}', LAST_INSERT_ID({CLOCK_FLOOR}) FROM DUAL WHERE @lw{i} = 1 \
-             ON DUPLICATE KEY UPDATE token = LAST_INSERT_ID(GREATEST(token + 1, {CLOCK_FLOOR}))"
-        );
+        sql.push_str(&upsert_one(&format!("X'{key}'"), &format!("@lw{i}")));
         if ops.len() == 1 {
             return Request {
                 sql,
@@ -232,7 +223,7 @@ async fn lone(conn: &mut MySqlConnection, op: Op<'_>) -> sqlx::Result<Option<u64
     match op.kind {
         Kind::Grant => {
             // As the one-statement grant of `request`: the upsert runs only if granted.
-            let done = sqlx::query(LONE_GRANT)
+            let done = sqlx::query(LONE_GRANT.as_str())
                 .bind(op.full.as_bytes())
                 .bind(name)
                 .execute(&mut *conn)
@@ -254,15 +245,18 @@ async fn lone(conn: &mut MySqlConnection, op: Op<'_>) -> sqlx::Result<Option<u64
     }
 }
 
+/// One key's counter advanced if `granted` (an SQL expression) is 1, its token returned through
+/// `LAST_INSERT_ID()` in the statement's answer; `key` is the key's bytes as SQL.
+fn upsert_one(key: &str, granted: &str) -> String {
+    format!(
+        "INSERT INTO lockwise_fence (lock_key, token) \
+         SELECT {key}, LAST_INSERT_ID({CLOCK_FLOOR}) FROM DUAL WHERE {granted} = 1 \
+         ON DUPLICATE KEY UPDATE token = LAST_INSERT_ID(GREATEST(token + 1, {CLOCK_FLOOR}))"
+    )
+}
+
 /// A lone grant and its token, prepared: binds the key's bytes and the lock name.
-const LONE_GRANT: &str = concat!(
-    "INSERT INTO lockwise_fence (lock_key, token) SELECT ?, LAST_INSERT_ID(",
-    clock_floor!(),
-    ") FROM DUAL WHERE GET_LOCK(?, 0) = 1 ",
-    "ON DUPLICATE KEY UPDATE token = LAST_INSERT_ID(GREATEST(token + 1, ",
-    clock_floor!(),
-    "))"
-);
+static LONE_GRANT: LazyLock<String> = LazyLock::new(|| upsert_one("?", "GET_LOCK(?, 0)"));
 
 /// Runs `request` on `conn`: one answer per op.
 async fn run_request(
@@ -408,7 +402,15 @@ mod tests {
     }
 
     #[test]
-    fn the_prepared_grant_uses_the_clock_floor() {
+    fn the_prepared_grant_is_the_one_statement_grant_with_parameters() {
+        let text = request(&[op(Kind::Grant, "k")], lease(false), Some(30), true).sql;
+        let name = lock_name("k");
+        let key = hex::encode("k");
+        assert_eq!(
+            text.replace(&format!("X'{key}'"), "?")
+                .replace(&format!("'{name}'"), "?"),
+            *LONE_GRANT
+        );
         assert_eq!(LONE_GRANT.matches(CLOCK_FLOOR).count(), 2);
     }
 }
