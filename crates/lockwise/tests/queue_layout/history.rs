@@ -45,6 +45,20 @@ async fn on_disk(pool: &PgPool, schema: &str) -> (i64, i64) {
     (rows, dead)
 }
 
+/// Dates the opening of the ring's current segment `secs` seconds from now (negative: in the
+/// past), so that a test says when the clock moves on instead of racing a machine's speed:
+/// a prune moves it once the segment is older than its span (a second here).
+async fn open_current_segment_at(pool: &PgPool, schema: &str, secs: i32) {
+    sqlx::query(sqlx::AssertSqlSafe(format!(
+        "UPDATE \"{schema}\".done_segments SET opened_at = now() + make_interval(secs => $1) \
+          WHERE seg = (SELECT (last_value % 16)::smallint FROM \"{schema}\".done_clock)"
+    )))
+    .bind(f64::from(secs))
+    .execute(pool)
+    .await
+    .unwrap();
+}
+
 /// Pruning hides the jobs at once (show, list, stats, keys), and once the ring's clock has
 /// moved on, truncates the segment they were in: nothing is deleted, so no dead tuple is
 /// left, and the counts stay exact.
@@ -56,6 +70,8 @@ pub(super) async fn pruned_history_leaves_by_truncation_with_exact_counts_and_ke
         .connect(schema.url())
         .await
         .unwrap();
+    // The current segment stays current however long the first part takes.
+    open_current_segment_at(&pool, schema.name(), 3_600).await;
     let first = finish(&q, 30, Some("k")).await;
     assert_eq!(q.stats().await.unwrap().done, 30);
 
@@ -71,8 +87,9 @@ pub(super) async fn pruned_history_leaves_by_truncation_with_exact_counts_and_ke
     let (rows, _) = on_disk(&pool, schema.name()).await;
     assert_eq!(rows, 31, "30 pruned jobs and the cancelled one, on disk");
 
-    // A second later the clock moves on; the next prune truncates the old segment.
-    sleep(Duration::from_millis(1_100)).await;
+    // Once the segment is older than its span, the next prune moves the clock on and
+    // truncates the old segment.
+    open_current_segment_at(&pool, schema.name(), -3_600).await;
     let second = finish(&q, 5, None).await;
     assert_eq!(q.prune(JobState::Done, Duration::ZERO).await.unwrap(), 5);
     assert_eq!(
