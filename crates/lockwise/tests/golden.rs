@@ -37,8 +37,19 @@ async fn file_records_have_the_v1_format() {
         .unwrap()
         .unwrap();
     let stem = "8a5f217ddb0c9f03d16c0db38f2ba1c3afba56ca9be31a6bbb468b7d2e03746c";
+    // The fencing counter's file: every version reads its number as a bound no token issued
+    // is above (this one reserves 64 tokens per durable write), and goes above it.
     let fence = std::fs::read_to_string(dir.path().join(format!("{stem}.fence"))).unwrap();
-    assert_eq!(fence, "lockwise-fence 1\n1\n");
+    assert_eq!(fence, "lockwise-fence 1\n64\n");
+    let boot = std::fs::read_to_string("/proc/sys/kernel/random/boot_id").unwrap();
+    let issued = std::fs::read_to_string(dir.path().join(format!("{stem}.issued"))).unwrap();
+    assert_eq!(
+        issued,
+        format!(
+            "lockwise-issued 1\nboot {}\nceiling 64\nlast 1\n",
+            boot.trim()
+        )
+    );
     let lease = std::fs::read_to_string(dir.path().join(format!("{stem}.lease"))).unwrap();
     let lines: Vec<&str> = lease.lines().collect();
     // Five lines every version reads, then three that `lockwise locks` reads (who holds it),
@@ -54,7 +65,6 @@ async fn file_records_have_the_v1_format() {
             .parse::<u64>()
             .is_ok()
     );
-    let boot = std::fs::read_to_string("/proc/sys/kernel/random/boot_id").unwrap();
     assert_eq!(lines[4], format!("boot {}", boot.trim()));
     assert_eq!(lines[5], format!("key {}", hex::encode("orders:42")));
     assert!(
@@ -110,6 +120,37 @@ async fn a_v1_lease_file_written_by_another_version_excludes() {
         .unwrap();
     assert_eq!(guard.token().get(), 8);
     assert!(guard.release().await.unwrap());
+}
+
+/// A fencing counter written by a version that stores its last token there (durably, on every
+/// grant) and no `.issued` record: the next token is one above it, and this version's record
+/// is not trusted once such a version has written the counter again.
+#[tokio::test]
+async fn a_fence_file_written_by_another_version_is_a_floor() {
+    let dir = tempfile::tempdir().unwrap();
+    let stem = FileBackend::file_stem("orders:42");
+    let fence = dir.path().join(format!("{stem}.fence"));
+    std::fs::write(&fence, "lockwise-fence 1\n7\n").unwrap();
+    let locker = Locker::new(FileBackend::open(dir.path()).unwrap());
+    let token = |locker: Locker| async move {
+        let guard = locker
+            .try_acquire("orders:42", &opts())
+            .await
+            .unwrap()
+            .unwrap();
+        let token = guard.token().get();
+        assert!(guard.release().await.unwrap());
+        token
+    };
+    assert_eq!(token(locker.clone()).await, 8);
+    assert_eq!(token(locker.clone()).await, 9);
+    // The other version again: it read this version's bound (71) and wrote its token, 72.
+    assert_eq!(
+        std::fs::read_to_string(&fence).unwrap(),
+        "lockwise-fence 1\n71\n"
+    );
+    std::fs::write(&fence, "lockwise-fence 1\n72\n").unwrap();
+    assert_eq!(token(locker).await, 73);
 }
 
 #[tokio::test]

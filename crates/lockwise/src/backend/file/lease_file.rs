@@ -1,4 +1,4 @@
-//! The `.lease` and `.fence` files: their formats, and reading and replacing them.
+//! The `.lease` file: its format, and reading and replacing the key's files.
 
 use std::fs::{self, File};
 use std::io::{self, Write};
@@ -10,7 +10,6 @@ use super::Paths;
 use crate::lease::{OwnerToken, boottime_nanos};
 
 pub(super) const LEASE_HEADER: &str = "lockwise-lease 1";
-pub(super) const FENCE_HEADER: &str = "lockwise-fence 1";
 
 /// A point on `CLOCK_BOOTTIME` of the current boot.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord)]
@@ -125,8 +124,9 @@ impl LeaseRecord {
 }
 
 /// Reads a lease; an unreadable one counts as expired. That is safe: the lease is replaced
-/// without fsync and may come back empty after a power loss, but the `.fence` file, written
-/// durably *before* the lease, always holds a token at least as high as the lease's.
+/// without fsync and may come back empty after a power loss, but the `.fence` file's ceiling,
+/// written durably *before* a token above it is issued, is at least as high as the lease's
+/// token (see [`super::fence`]).
 pub(super) fn read_lease(path: &Path) -> io::Result<Option<LeaseRecord>> {
     match fs::read_to_string(path) {
         Ok(text) => {
@@ -137,24 +137,6 @@ pub(super) fn read_lease(path: &Path) -> io::Result<Option<LeaseRecord>> {
             Ok(lease)
         }
         Err(e) if e.kind() == io::ErrorKind::NotFound => Ok(None),
-        Err(e) => Err(e),
-    }
-}
-
-pub(super) fn read_fence(path: &Path) -> io::Result<u64> {
-    match fs::read_to_string(path) {
-        Ok(text) => {
-            let mut lines = text.lines();
-            match (lines.next(), lines.next().and_then(|n| n.parse().ok())) {
-                (Some(FENCE_HEADER), Some(n)) => Ok(n),
-                // Never guess: restarting the counter would reissue tokens.
-                _ => Err(io::Error::new(
-                    io::ErrorKind::InvalidData,
-                    format!("corrupt fencing counter {}", path.display()),
-                )),
-            }
-        }
-        Err(e) if e.kind() == io::ErrorKind::NotFound => Ok(0),
         Err(e) => Err(e),
     }
 }

@@ -11,7 +11,8 @@
 //! | `<sha256>.lock` | empty; `flock(LOCK_EX)` on it makes one operation atomic | never |
 //! | `<sha256>.lease` | owner, fence, expiry, boot id | write + rename; removed on release |
 //! | `<sha256>.held` | the owner of the grant; `flock(LOCK_EX)` on it while its holder lives | a fresh file per grant, renamed in before the lease |
-//! | `<sha256>.fence` | the last fencing token issued | write + fsync + rename + fsync(dir) |
+//! | `<sha256>.fence` | a ceiling: no fencing token above it was issued | write + fsync + rename + fsync(dir), once per 64 grants |
+//! | `<sha256>.issued` | the last fencing token, its boot and its ceiling | write + rename |
 //!
 //! Both `flock`s are tied to the open file description, unlike `fcntl` record locks, which
 //! vanish when *any* descriptor of the process closes; and descriptors are close-on-exec, so a
@@ -25,12 +26,14 @@
 //!
 //! Expiry is measured on `CLOCK_BOOTTIME`, which every process of one boot shares and which
 //! keeps counting during suspend; a lease written under another boot id counts as expired.
-//! The fencing counter survives restarts and reboots, so keep the directory off tmpfs (the
-//! default, `$XDG_STATE_HOME/lockwise` or `~/.local/state/lockwise`, is). Waiters are woken by
+//! The fencing counter survives restarts and reboots (see [`fence`] for how, with one `fsync`
+//! per 64 grants), so keep the directory off tmpfs (the default, `$XDG_STATE_HOME/lockwise` or
+//! `~/.local/state/lockwise`, is). Waiters are woken by
 //! inotify when a lease file is removed, and when a `.held` file is closed after writing
 //! (`IN_CLOSE_WRITE`), which the kernel reports when it closes a dead holder's descriptors.
 //! (Acquirers read `.held` files read-only, so their own closes wake nobody.)
 
+mod fence;
 mod held;
 mod inspect;
 mod lease_file;
@@ -49,9 +52,7 @@ use async_trait::async_trait;
 use sha2::{Digest, Sha256};
 
 use self::held::{HeldFiles, hold, holder_is_dead};
-use self::lease_file::{
-    About, FENCE_HEADER, Instant, LeaseRecord, boot_id, read_fence, read_lease, replace,
-};
+use self::lease_file::{About, Instant, LeaseRecord, boot_id, read_lease, replace};
 use super::{Attempt, Backend, ReleaseWatch};
 use crate::error::{Error, Result};
 use crate::lease::{FencingToken, OwnerToken};
@@ -159,7 +160,7 @@ impl FileBackend {
     /// while holding it never blocks a runtime thread. Once it is held, `op` runs to the end
     /// without an await point: a dropped future can never leave an operation half done or
     /// finishing later on another thread (which could write a grant nobody will release). The
-    /// work is a few small reads and writes, plus one fsync per grant.
+    /// work is a few small reads and writes, plus two fsyncs per 64 grants.
     async fn locked<T>(
         &self,
         key: &str,
@@ -263,8 +264,8 @@ impl FileBackend {
     pub fn purge(&self, keys: &[impl AsRef<str>]) -> Result<()> {
         for key in keys {
             let p = self.paths(key.as_ref());
-            let tmp = p.tmp();
-            for path in [&p.lease, &p.held, &p.fence, &tmp, &p.lock] {
+            let (tmp, issued) = (p.tmp(), fence::issued_path(&p));
+            for path in [&p.lease, &p.held, &p.fence, &issued, &tmp, &p.lock] {
                 match fs::remove_file(path) {
                     Err(e) if e.kind() != io::ErrorKind::NotFound => {
                         return Err(io_error(format!("cannot remove {}", path.display()), e));
@@ -326,11 +327,7 @@ impl Backend for FileBackend {
                     "the holder of a live lease is dead; granting it anew"
                 );
             }
-            let last = read_fence(&p.fence)?.max(current.map_or(0, |l| l.fence));
-            let fence = last
-                .checked_add(1)
-                .ok_or_else(|| io::Error::other("fencing counter exhausted"))?;
-            replace(p, &p.fence, &format!("{FENCE_HEADER}\n{fence}\n"), true)?;
+            let fence = fence::issue(p, current.map_or(0, |l| l.fence))?;
             let held = hold(p, owner)?;
             let lease = LeaseRecord {
                 owner,
@@ -540,7 +537,10 @@ mod tests {
         let left = fs::read_dir(dir.path())
             .map_err(|e| io_error("read_dir".into(), e))?
             .count();
-        assert_eq!(left, 4, "lab:b keeps its lock, lease, held and fence files");
+        assert_eq!(
+            left, 5,
+            "lab:b keeps its lock, lease, held, fence and issued files"
+        );
         assert_eq!(
             grant("lab:a").await?,
             Attempt::Granted(FencingToken::new(1)),
