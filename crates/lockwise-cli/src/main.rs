@@ -94,13 +94,23 @@ enum Command {
     /// Internal: one member process of a partition group
     #[command(hide = true)]
     PartitionActor(partition_actor::ActorArgs),
-    /// Internal: runs a command so that its process tree dies with lockwise
-    #[command(hide = true)]
-    Supervise(child::SuperviseArgs),
+}
+
+/// `lockwise supervise …` (internal): the process that `run` and `queue work` start for every
+/// command, parsed apart from the rest of the command line (see [`main`]).
+#[derive(Debug, Parser)]
+#[command(name = "lockwise supervise")]
+struct SuperviseCli {
+    #[command(flatten)]
+    args: child::SuperviseArgs,
 }
 
 fn main() -> ExitCode {
-    let cli = match Cli::try_parse_from(std::env::args_os().collect::<Vec<OsString>>()) {
+    let args: Vec<OsString> = std::env::args_os().collect();
+    if args.get(1).is_some_and(|arg| arg == "supervise") {
+        return supervise(&args[1..]);
+    }
+    let cli = match Cli::try_parse_from(args) {
         Ok(cli) => cli,
         Err(e) => {
             use clap::error::ErrorKind;
@@ -125,17 +135,11 @@ fn main() -> ExitCode {
         Command::Man { command } => return man::man(&command),
         _ => {}
     }
-    let mut builder = match cli.command {
-        // One command to watch: no worker threads to start and stop in the process that
-        // `run` starts for every command.
-        Command::Supervise(_) => tokio::runtime::Builder::new_current_thread(),
-        _ => {
-            let mut builder = tokio::runtime::Builder::new_multi_thread();
-            builder.worker_threads(2);
-            builder
-        }
-    };
-    let runtime = match builder.enable_all().build() {
+    let runtime = match tokio::runtime::Builder::new_multi_thread()
+        .worker_threads(2)
+        .enable_all()
+        .build()
+    {
         Ok(rt) => rt,
         Err(e) => {
             eprintln!("lockwise: cannot start the async runtime: {e}");
@@ -155,7 +159,6 @@ fn main() -> ExitCode {
             Command::Unlock(args) => locks::unlock(args).await,
             Command::Ui(args) => ui::run(args).await,
             Command::LabActor(args) => lab::actor::run(args).await,
-            Command::Supervise(args) => child::supervise(args).await,
             Command::PartitionActor(args) => partition_actor::run(args).await,
             Command::Completions { .. } | Command::Man { .. } => exit::USAGE,
         }
@@ -163,6 +166,33 @@ fn main() -> ExitCode {
     // Do not wait for background tasks (a best-effort release already finished or timed out).
     runtime.shutdown_timeout(std::time::Duration::from_millis(100));
     ExitCode::from(code)
+}
+
+/// `lockwise supervise` (`args` from `supervise` on): started by `run` and `queue work` for
+/// every command, so its start is kept to what it needs: only its own arguments parsed (not
+/// the whole command line's definitions), no logging, one thread.
+fn supervise(args: &[OsString]) -> ExitCode {
+    let cli = match SuperviseCli::try_parse_from(args) {
+        Ok(cli) => cli,
+        Err(e) => {
+            let _ = e.print();
+            return ExitCode::from(exit::USAGE);
+        }
+    };
+    match tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+    {
+        Ok(runtime) => {
+            let code = runtime.block_on(child::supervise(cli.args));
+            runtime.shutdown_timeout(std::time::Duration::from_millis(100));
+            ExitCode::from(code)
+        }
+        Err(e) => {
+            eprintln!("lockwise: cannot start the async runtime: {e}");
+            ExitCode::from(exit::BACKEND)
+        }
+    }
 }
 
 /// Puts the password read from `file` (its first line) into every URL `command` was given.
