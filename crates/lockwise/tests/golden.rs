@@ -46,8 +46,10 @@ async fn file_records_have_the_v1_format() {
     assert_eq!(
         issued,
         format!(
-            "lockwise-issued 1\nboot {}\nceiling 64\nlast 1\n",
-            boot.trim()
+            "lockwise-issued 1\nboot {}\nceiling {:020}\nlast {:020}\n",
+            boot.trim(),
+            64,
+            1
         )
     );
     let lease = std::fs::read_to_string(dir.path().join(format!("{stem}.lease"))).unwrap();

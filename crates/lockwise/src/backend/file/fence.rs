@@ -8,11 +8,14 @@
 //!   old ceiling is issued, and it only ever grows. So whatever a power loss leaves on disk,
 //!   the ceiling there is at least every token issued before it.
 //! - `<sha256>.issued` holds the last token issued, with the boot it was issued in and the
-//!   ceiling it was issued under. It is replaced without `fsync`: a power loss may leave it
-//!   old, empty or missing, but a power loss is a reboot, and a record of another boot is
-//!   never trusted. Within one boot the page cache is the truth for every process (a process
-//!   killed at any point leaves either the old record or the new one, both under the lock),
-//!   so a record of this boot under the current ceiling is the last token issued.
+//!   ceiling it was issued under, in a record of fixed length overwritten in place by one
+//!   `pwrite` (no rename: replacing a file on ext4 costs more than the whole rest of a grant)
+//!   and without `fsync`. A power loss may leave it old, torn, empty or missing, but a power
+//!   loss is a reboot, and a record that does not name this boot is never trusted (a torn
+//!   one can only name a boot from before). Within one boot the page cache is the truth for
+//!   every process (a process killed at any point leaves either the old record or the new
+//!   one: one small write), so a record of this boot under the current ceiling is the last
+//!   token issued.
 //!
 //! The next token is one above the record when it can be trusted, and one above the ceiling
 //! when it cannot (a reboot, a lost or unreadable record, a ceiling written by a version of
@@ -26,8 +29,9 @@
 //! tokens issued; the old one's writes change the ceiling, so this one stops trusting its
 //! record and goes above the ceiling.
 
-use std::fs;
-use std::io;
+use std::fs::{self, OpenOptions};
+use std::io::{self, Read};
+use std::os::unix::fs::FileExt;
 use std::path::{Path, PathBuf};
 
 use super::Paths;
@@ -45,20 +49,37 @@ pub(super) const RESERVED: u64 = 64;
 /// `flock`. The token is issued once this returns: its ceiling is on disk, and its record is
 /// written.
 pub(super) fn issue(paths: &Paths, at_least: u64) -> io::Result<u64> {
-    let issued_path = issued_path(paths);
     let mut ceiling = read_fence(&paths.fence)?;
-    let last = read_issued(&issued_path, ceiling).unwrap_or(ceiling);
+    // Without a boot id there is no record to trust (nor to write).
+    let mut record = trusted_boot()
+        .map(|boot| {
+            let mut file = OpenOptions::new()
+                .read(true)
+                .write(true)
+                .create(true)
+                .truncate(false)
+                .open(issued_path(paths))?;
+            let mut text = String::new();
+            // An unreadable record (not UTF-8: torn) is one not to trust, not an error.
+            let read = file.read_to_string(&mut text).map(|_| ());
+            io::Result::Ok((file, boot, read.map(|()| text)))
+        })
+        .transpose()?;
+    let last = match &record {
+        Some((_, boot, Ok(text))) => parse_issued(text, boot, ceiling),
+        _ => None,
+    };
     let fence = last
+        .unwrap_or(ceiling)
         .max(at_least)
         .checked_add(1)
         .ok_or_else(|| io::Error::other("fencing counter exhausted"))?;
     if fence > ceiling {
-        // Only when the record can be trusted later: otherwise every grant goes above the
-        // ceiling, and reserving would only make tokens skip.
-        ceiling = if trusted_boot().is_some() {
-            fence.saturating_add(RESERVED - 1)
-        } else {
-            fence
+        // Reserve only where a record will say what was issued: otherwise every grant goes
+        // above the ceiling, and reserving would only make tokens skip.
+        ceiling = match record {
+            Some(_) => fence.saturating_add(RESERVED - 1),
+            None => fence,
         };
         replace(
             paths,
@@ -67,9 +88,13 @@ pub(super) fn issue(paths: &Paths, at_least: u64) -> io::Result<u64> {
             true,
         )?;
     }
-    if let Some(boot) = trusted_boot() {
-        let record = format!("{ISSUED_HEADER}\nboot {boot}\nceiling {ceiling}\nlast {fence}\n");
-        replace(paths, &issued_path, &record, false)?;
+    if let Some((file, boot, read)) = &mut record {
+        let text = encode(boot, ceiling, fence);
+        file.write_all_at(text.as_bytes(), 0)?;
+        if !matches!(read, Ok(old) if old.len() <= text.len()) {
+            // Whatever was there beyond a record's length goes (none of ours is longer).
+            file.set_len(text.len() as u64)?;
+        }
     }
     Ok(fence)
 }
@@ -84,11 +109,15 @@ fn trusted_boot() -> Option<&'static str> {
     Some(boot_id()).filter(|id| *id != "unknown")
 }
 
-/// The last token issued, from the record at `path`, if it was written in this boot under
+/// The record of `last`, issued in `boot` under `ceiling`: of fixed width, so that a record
+/// never leaves the end of a longer one behind it.
+fn encode(boot: &str, ceiling: u64, last: u64) -> String {
+    format!("{ISSUED_HEADER}\nboot {boot}\nceiling {ceiling:020}\nlast {last:020}\n")
+}
+
+/// The last token issued, from the record `text`, if it was written in `boot` (this one) under
 /// `ceiling` (see the module's documentation); `None` when it cannot be trusted.
-fn read_issued(path: &Path, ceiling: u64) -> Option<u64> {
-    let boot = trusted_boot()?;
-    let text = fs::read_to_string(path).ok()?;
+fn parse_issued(text: &str, boot: &str, ceiling: u64) -> Option<u64> {
     let mut lines = text.lines();
     let mut field = |name: &str| lines.next()?.strip_prefix(name)?.strip_prefix(' ');
     if field("lockwise-issued")? != "1" || field("boot")? != boot {
@@ -96,7 +125,8 @@ fn read_issued(path: &Path, ceiling: u64) -> Option<u64> {
     }
     let recorded: u64 = field("ceiling")?.parse().ok()?;
     let last: u64 = field("last")?.parse().ok()?;
-    (recorded == ceiling && last <= ceiling).then_some(last)
+    // Byte for byte what this boot writes: nothing torn, nothing left over.
+    (recorded == ceiling && last <= ceiling && text == encode(boot, recorded, last)).then_some(last)
 }
 
 /// The ceiling in the `.fence` file at `path`: 0 when there is none yet; an error when it
@@ -162,12 +192,16 @@ mod tests {
             issue(&p, 0)?;
         }
         let record = fs::read_to_string(issued_path(&p))?;
-        assert!(record.contains("last 5"), "{record}");
+        assert!(
+            record.ends_with("\nlast 00000000000000000005\n"),
+            "{record}"
+        );
         for damage in [
             None,
             Some(String::new()),
             Some(record.replace(boot_id(), "another-boot")),
             Some(record[..record.len() - 4].to_owned()),
+            Some(format!("{record}x")),
         ] {
             match &damage {
                 Some(text) => fs::write(issued_path(&p), text)?,
@@ -181,6 +215,9 @@ mod tests {
                 ceiling + RESERVED,
                 "raised before issuing"
             );
+            // The record is whole again: the next grant trusts it.
+            assert_eq!(issue(&p, 0)?, ceiling + 2, "after {damage:?}");
+            assert_eq!(read_fence(&p.fence)?, ceiling + RESERVED);
         }
         Ok(())
     }
