@@ -135,11 +135,18 @@ fn main() -> ExitCode {
         Command::Man { command } => return man::man(&command),
         _ => {}
     }
-    let runtime = match tokio::runtime::Builder::new_multi_thread()
-        .worker_threads(2)
-        .enable_all()
-        .build()
-    {
+    let mut builder = match cli.command {
+        // One lock and one command to watch, started for every command a script runs: no
+        // worker threads to start and stop. Nothing it runs blocks the thread longer than a
+        // file grant's fsync.
+        Command::Run(_) => tokio::runtime::Builder::new_current_thread(),
+        _ => {
+            let mut builder = tokio::runtime::Builder::new_multi_thread();
+            builder.worker_threads(2);
+            builder
+        }
+    };
+    let runtime = match builder.enable_all().build() {
         Ok(rt) => rt,
         Err(e) => {
             eprintln!("lockwise: cannot start the async runtime: {e}");
