@@ -26,8 +26,9 @@
 //!
 //! Expiry is measured on `CLOCK_BOOTTIME`, which every process of one boot shares and which
 //! keeps counting during suspend; a lease written under another boot id counts as expired.
-//! The fencing counter survives restarts and reboots (see [`fence`] for how, with one `fsync`
-//! per 64 grants), so keep the directory off tmpfs (the default, `$XDG_STATE_HOME/lockwise` or
+//! The fencing counter survives restarts and reboots (with one `fsync` per 64 grants: the
+//! ceiling in `.fence` is durable, the last token in `.issued` is trusted only in the boot
+//! that wrote it), so keep the directory off tmpfs (the default, `$XDG_STATE_HOME/lockwise` or
 //! `~/.local/state/lockwise`, is). Waiters are woken by
 //! inotify when a lease file is removed, and when a `.held` file is closed after writing
 //! (`IN_CLOSE_WRITE`), which the kernel reports when it closes a dead holder's descriptors.
