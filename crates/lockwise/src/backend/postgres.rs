@@ -8,9 +8,13 @@
 //!   token drawn after the last of them: each key's tokens still rise from grant to grant.
 //! - **Process death**: the connection closes and the server releases the lock at once.
 //! - **A frozen process** keeps its TCP connection alive (its kernel still answers), so each
-//!   session gets a *server-side lease*: `idle_session_timeout` is set by every statement to
-//!   the latest deadline of the session's locks. A holder frozen past its TTL loses its
-//!   session and the lock (once the session's other leases have run out too).
+//!   session gets a *server-side lease*: `idle_session_timeout` is the latest deadline of the
+//!   session's locks, set in the statement that grants, renews or releases when it changes
+//!   (an idle timeout counts from each statement's end, so the same value needs no setting
+//!   again). A holder frozen past its TTL loses its session and the lock (once the session's
+//!   other leases have run out too). A session that holds nothing keeps its last lease until
+//!   it rests (see `SessionSql::RESTS`), so that a lock taken and given back again and again
+//!   sets nothing.
 //! - **A dropped or terminated connection** makes the next renewal fail, which fires the
 //!   guard's lost signal.
 //! - **Waiters** are woken by a probe: one connection per contended key and process that waits
@@ -43,12 +47,42 @@ pub struct PostgresBackend {
     locks: SessionLocks<Advisory>,
 }
 
+/// A lock session: its connection, and the `idle_session_timeout` this backend last set on it
+/// (`None` until it sets one), so that a statement sets it only when it changes.
+pub(crate) struct Session {
+    conn: PgConnection,
+    idle_timeout: Option<String>,
+}
+
+impl From<PgConnection> for Session {
+    fn from(conn: PgConnection) -> Self {
+        Session {
+            conn,
+            idle_timeout: None,
+        }
+    }
+}
+
+/// The `idle_session_timeout` a request leaves on a session whose last one was `current`: the
+/// lease while it holds or may be granted a lock; the server's default (`0`, none) when it
+/// rests; else unchanged.
+fn idle_timeout_after(ops: &[Op<'_>], lease: Lease, current: Option<&str>) -> Option<String> {
+    if lease.kept || ops.iter().any(|op| op.kind == Kind::Grant) {
+        Some(idle_timeout(lease.ttl))
+    } else if ops.is_empty() {
+        Some("0".to_owned())
+    } else {
+        current.map(str::to_owned)
+    }
+}
+
 /// The advisory-lock statements.
 struct Advisory {
     options: PgConnectOptions,
     exchange_sql: String,
-    /// `exchange.sql` for a request of one grant.
+    /// A lone grant, and the same setting the session's lease.
     grant_sql: String,
+    grant_and_lease_sql: String,
     record_sql: String,
     /// Whether the table of who holds what exists (see `sql/postgres/holder.sql`).
     named: bool,
@@ -126,9 +160,12 @@ impl PostgresBuilder {
         let named = schema.migrate(&mut first, true).await? || schema.add_holder(&mut first).await;
         let exchange_sql = schema.sql(include_str!("../../sql/postgres/locks/exchange.sql"));
         let grant_sql = schema.sql(
+            "SELECT CASE WHEN pg_try_advisory_lock($1, $2) \
+                         THEN nextval('{schema}.fence_seq') END",
+        );
+        let grant_and_lease_sql = schema.sql(
             "SELECT CASE WHEN got THEN nextval('{schema}.fence_seq') END, \
-                    set_config('idle_session_timeout', CASE WHEN $3 OR got THEN $4 ELSE '0' END, \
-                               false) \
+                    set_config('idle_session_timeout', $3, false) \
                FROM (SELECT pg_try_advisory_lock($1, $2) AS got OFFSET 0) g",
         );
         let record_sql = schema.sql(include_str!("../../sql/postgres/locks/record.sql"));
@@ -136,12 +173,13 @@ impl PostgresBuilder {
             options,
             exchange_sql: exchange_sql.0,
             grant_sql: grant_sql.0,
+            grant_and_lease_sql: grant_and_lease_sql.0,
             record_sql: record_sql.0,
             named,
             schema,
         };
         Ok(PostgresBackend {
-            locks: SessionLocks::new(sql, shown, self.namespace, first).await?,
+            locks: SessionLocks::new(sql, shown, self.namespace, first.into()).await?,
         })
     }
 }
@@ -189,39 +227,56 @@ fn idle_timeout(ttl: Duration) -> String {
 }
 
 impl Advisory {
-    /// A request of one call: what `exchange.sql` does, in a statement without its arrays,
-    /// common table expressions and sort, which cost more than the call itself.
+    /// A request of one call or none (a rest): what `exchange.sql` does, in a statement
+    /// without its arrays, common table expressions and sort, which cost more than the call
+    /// itself; the lease is set in it only when it changes (`set_config` is a tenth of a
+    /// lone grant's cycle).
     async fn one(
         &self,
-        conn: &mut PgConnection,
-        op: Op<'_>,
+        session: &mut Session,
+        op: Option<Op<'_>>,
         lease: Lease,
     ) -> sqlx::Result<Option<u64>> {
-        let (class, half) = advisory_key(op.full);
-        let sql = match op.kind {
-            Kind::Grant => self.grant_sql.as_str(),
-            Kind::Unlock => {
+        let ops = op.as_slice();
+        let after = idle_timeout_after(ops, lease, session.idle_timeout.as_deref());
+        let set = after
+            .as_deref()
+            .filter(|&after| session.idle_timeout.as_deref() != Some(after));
+        let sql = match (op.map(|op| op.kind), set.is_some()) {
+            (Some(Kind::Grant), false) => self.grant_sql.as_str(),
+            (Some(Kind::Grant), true) => self.grant_and_lease_sql.as_str(),
+            (Some(Kind::Unlock), false) => "SELECT pg_advisory_unlock($1, $2)::int::int8",
+            (Some(Kind::Unlock), true) => {
                 "SELECT pg_advisory_unlock($1, $2)::int::int8, \
-                        set_config('idle_session_timeout', CASE WHEN $3 THEN $4 ELSE '0' END, \
-                                   false)"
+                        set_config('idle_session_timeout', $3, false)"
             }
-            Kind::Check => {
-                "SELECT held::int::int8, \
-                        set_config('idle_session_timeout', CASE WHEN $3 OR held THEN $4 \
-                                   ELSE '0' END, false) \
+            (Some(Kind::Check), false) => {
+                "SELECT EXISTS (SELECT 1 FROM pg_locks WHERE locktype = 'advisory' \
+                        AND pid = pg_backend_pid() AND granted AND mode = 'ExclusiveLock' \
+                        AND objsubid = 2 AND classid = $1::int4::oid \
+                        AND objid = $2::int4::oid)::int::int8"
+            }
+            (Some(Kind::Check), true) => {
+                "SELECT held::int::int8, set_config('idle_session_timeout', $3, false) \
                    FROM (SELECT EXISTS (SELECT 1 FROM pg_locks WHERE locktype = 'advisory' \
                            AND pid = pg_backend_pid() AND granted AND mode = 'ExclusiveLock' \
                            AND objsubid = 2 AND classid = $1::int4::oid \
                            AND objid = $2::int4::oid) AS held OFFSET 0) h"
             }
+            // A rest: nothing to run but the lease, if it changes.
+            (None, true) => "SELECT NULL::int8, set_config('idle_session_timeout', $1, false)",
+            (None, false) => return Ok(None),
         };
-        let (answer, _): (Option<i64>, String) = sqlx::query_as(AssertSqlSafe(sql))
-            .bind(class)
-            .bind(half)
-            .bind(lease.kept)
-            .bind(idle_timeout(lease.ttl))
-            .fetch_one(conn)
-            .await?;
+        let mut query = sqlx::query_scalar(AssertSqlSafe(sql));
+        if let Some(op) = op {
+            let (class, half) = advisory_key(op.full);
+            query = query.bind(class).bind(half);
+        }
+        if let Some(set) = set {
+            query = query.bind(set.to_owned());
+        }
+        let answer: Option<i64> = query.fetch_one(&mut session.conn).await?;
+        session.idle_timeout = after;
         answer
             .map(|n| u64::try_from(n).map_err(|e| sqlx::Error::Decode(Box::new(e))))
             .transpose()
@@ -237,17 +292,19 @@ impl Advisory {
 
 #[async_trait]
 impl SessionSql for Advisory {
-    type Conn = PgConnection;
+    type Conn = Session;
     const NAME: &'static str = "postgres";
+    // Setting the lease is a tenth of a lone grant's cycle.
+    const RESTS: bool = true;
 
-    async fn connect(&self, shown: &str) -> Result<PgConnection> {
-        connect(&self.options, shown).await
+    async fn connect(&self, shown: &str) -> Result<Session> {
+        connect(&self.options, shown).await.map(Session::from)
     }
 
-    async fn session_id(&self, conn: &mut PgConnection) -> sqlx::Result<i64> {
+    async fn session_id(&self, session: &mut Session) -> sqlx::Result<i64> {
         // The simple protocol: one round trip once per session, not a prepare and a run.
         let pid: i32 = sqlx::raw_sql("SELECT pg_backend_pid()")
-            .fetch_one(conn)
+            .fetch_one(&mut session.conn)
             .await?
             .try_get(0)?;
         Ok(i64::from(pid))
@@ -255,12 +312,14 @@ impl SessionSql for Advisory {
 
     async fn exchange(
         &self,
-        conn: &mut PgConnection,
+        session: &mut Session,
         ops: &[Op<'_>],
         lease: Lease,
     ) -> sqlx::Result<Vec<Option<u64>>> {
-        if let [op] = ops {
-            return self.one(conn, *op, lease).await.map(|answer| vec![answer]);
+        match ops {
+            [] => return self.one(session, None, lease).await.map(|_| Vec::new()),
+            [op] => return self.one(session, Some(*op), lease).await.map(|a| vec![a]),
+            _ => {}
         }
         let (mut kinds, mut classes, mut halves) = (
             Vec::with_capacity(ops.len()),
@@ -284,8 +343,18 @@ impl SessionSql for Advisory {
                 .bind(halves)
                 .bind(lease.kept)
                 .bind(idle_timeout(lease.ttl))
-                .fetch_all(conn)
+                .fetch_all(&mut session.conn)
                 .await?;
+        // What exchange.sql set: the lease while the session holds a lock, else none.
+        let granted = ops
+            .iter()
+            .zip(&answers)
+            .any(|(op, answer)| op.kind == Kind::Grant && answer.is_some());
+        session.idle_timeout = Some(if lease.kept || granted {
+            idle_timeout(lease.ttl)
+        } else {
+            "0".to_owned()
+        });
         answers
             .into_iter()
             .map(|answer| match answer {
@@ -301,7 +370,7 @@ impl SessionSql for Advisory {
 
     async fn held_by(
         &self,
-        conn: &mut PgConnection,
+        session: &mut Session,
         locks: &[(String, i64)],
     ) -> sqlx::Result<Vec<bool>> {
         let (mut classes, mut halves, mut pids) = (Vec::new(), Vec::new(), Vec::new());
@@ -316,7 +385,7 @@ impl SessionSql for Advisory {
             .bind(classes)
             .bind(halves)
             .bind(pids)
-            .fetch_all(conn)
+            .fetch_all(&mut session.conn)
             .await
     }
 
@@ -325,16 +394,16 @@ impl SessionSql for Advisory {
         format!("{class}:{half}")
     }
 
-    async fn probe_connection(&self, shown: &str) -> Result<PgConnection> {
-        let mut conn = self.connect(shown).await?;
+    async fn probe_connection(&self, shown: &str) -> Result<Session> {
+        let mut session = self.connect(shown).await?;
         // Each wait is bounded, so an aborted probe's statement ends soon.
         sqlx::query("SET lock_timeout = '1s'")
-            .execute(&mut conn)
+            .execute(&mut session.conn)
             .await?;
-        Ok(conn)
+        Ok(session)
     }
 
-    async fn wait_free(&self, conn: &mut PgConnection, full: &str) -> sqlx::Result<bool> {
+    async fn wait_free(&self, session: &mut Session, full: &str) -> sqlx::Result<bool> {
         let (class, half) = advisory_key(full);
         // Waits in the lock's queue and gives the lock back in the same statement: a shared
         // request, so every probe waiting on the key is granted at once and none holds it
@@ -345,7 +414,7 @@ impl SessionSql for Advisory {
         )
         .bind(class)
         .bind(half)
-        .execute(conn)
+        .execute(&mut session.conn)
         .await;
         match waited {
             Ok(_) => Ok(true),
@@ -355,7 +424,7 @@ impl SessionSql for Advisory {
         }
     }
 
-    async fn record(&self, conn: &mut PgConnection, rows: &[HolderRow]) -> sqlx::Result<()> {
+    async fn record(&self, session: &mut Session, rows: &[HolderRow]) -> sqlx::Result<()> {
         if !self.named {
             return Ok(());
         }
@@ -383,27 +452,75 @@ impl SessionSql for Advisory {
                     .map(|r| advisory_key(&r.full).1)
                     .collect::<Vec<_>>(),
             )
-            .execute(conn)
+            .execute(&mut session.conn)
             .await?;
         Ok(())
     }
 
     async fn held(
         &self,
-        conn: &mut PgConnection,
+        session: &mut Session,
         prefix: &str,
         unnamed: bool,
     ) -> sqlx::Result<Vec<HeldLock>> {
-        inspect::held(conn, &self.holders(), prefix, unnamed).await
+        inspect::held(&mut session.conn, &self.holders(), prefix, unnamed).await
     }
 
     async fn break_lock(
         &self,
-        conn: &mut PgConnection,
+        session: &mut Session,
         full: &str,
     ) -> sqlx::Result<Option<HeldLock>> {
-        inspect::break_lock(conn, &self.holders(), full).await
+        inspect::break_lock(&mut session.conn, &self.holders(), full).await
     }
 }
 
 session_backend!(PostgresBackend, "postgres");
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn lease(kept: bool) -> Lease {
+        Lease {
+            ttl: Duration::from_millis(30_000),
+            kept,
+        }
+    }
+
+    /// The lease a request leaves: set by a grant or while locks are kept, the server's
+    /// default by a rest, and left as it was by a release that leaves the session free.
+    #[test]
+    fn the_lease_changes_only_where_a_lock_may_be_held_or_the_session_rests() {
+        let grant = [Op {
+            kind: Kind::Grant,
+            full: "k",
+        }];
+        let unlock = [Op {
+            kind: Kind::Unlock,
+            full: "k",
+        }];
+        let check = [Op {
+            kind: Kind::Check,
+            full: "k",
+        }];
+        let lease_ms = Some("30000ms".to_owned());
+        assert_eq!(idle_timeout_after(&grant, lease(false), None), lease_ms);
+        assert_eq!(
+            idle_timeout_after(&grant, lease(false), Some("0")),
+            lease_ms
+        );
+        assert_eq!(idle_timeout_after(&check, lease(true), Some("0")), lease_ms);
+        assert_eq!(idle_timeout_after(&unlock, lease(true), None), lease_ms);
+        // A free session keeps its last lease until it rests.
+        assert_eq!(
+            idle_timeout_after(&unlock, lease(false), Some("30000ms")),
+            lease_ms
+        );
+        assert_eq!(idle_timeout_after(&unlock, lease(false), None), None);
+        assert_eq!(
+            idle_timeout_after(&[], lease(false), Some("30000ms")),
+            Some("0".to_owned())
+        );
+    }
+}
