@@ -63,17 +63,15 @@ impl From<PgConnection> for Session {
     }
 }
 
-/// The `idle_session_timeout` a request leaves on a session whose last one was `current`: the
-/// lease while it holds or may be granted a lock; the server's default (`0`, none) when it
-/// rests; else unchanged.
+/// The `idle_session_timeout` a request leaves on a session whose last one was `current` (see
+/// [`Lease::after`]; `0` is none, the server's default).
 fn idle_timeout_after(ops: &[Op<'_>], lease: Lease, current: Option<&str>) -> Option<String> {
-    if lease.kept || ops.iter().any(|op| op.kind == Kind::Grant) {
-        Some(idle_timeout(lease.ttl))
-    } else if ops.is_empty() {
-        Some("0".to_owned())
-    } else {
-        current.map(str::to_owned)
-    }
+    lease.after(
+        ops,
+        current.map(str::to_owned),
+        idle_timeout,
+        "0".to_owned(),
+    )
 }
 
 /// The advisory-lock statements.

@@ -83,19 +83,10 @@ enum Answers {
     Upsert,
 }
 
-/// The `wait_timeout` a request leaves on a session whose last one was `current`: the lease
-/// while it holds or may be granted a lock; the server's idle default when it rests; else
-/// unchanged (a session that holds nothing keeps the last lease until it rests, so that a
-/// lock taken and given back again and again sets nothing).
+/// The `wait_timeout` a request leaves on a session whose last one was `current` (see
+/// [`Lease::after`]).
 fn wait_timeout_after(ops: &[Op<'_>], lease: Lease, current: Option<u64>) -> Option<u64> {
-    if lease.kept || ops.iter().any(|op| op.kind == Kind::Grant) {
-        Some(lease_secs(lease.ttl))
-    } else if ops.is_empty() {
-        // A rest.
-        Some(IDLE_WAIT_TIMEOUT)
-    } else {
-        current
-    }
+    lease.after(ops, current, lease_secs, IDLE_WAIT_TIMEOUT)
 }
 
 fn request(ops: &[Op<'_>], lease: Lease, current: Option<u64>, one_statement: bool) -> Request {

@@ -66,6 +66,29 @@ pub(crate) struct Lease {
     pub(crate) kept: bool,
 }
 
+impl Lease {
+    /// For a backend that rests its sessions (see `SessionSql::RESTS`): the lease setting a
+    /// request of `ops` leaves on a session whose last one was `current`: `held(ttl)` while
+    /// it holds or may be granted a lock; `idle` (the server's default) when it rests, a
+    /// request of no op; else unchanged (a session that holds nothing keeps its last lease
+    /// until it rests, so that a lock taken and given back again and again sets nothing).
+    pub(crate) fn after<T>(
+        self,
+        ops: &[super::Op<'_>],
+        current: Option<T>,
+        held: impl FnOnce(Duration) -> T,
+        idle: T,
+    ) -> Option<T> {
+        if self.kept || ops.iter().any(|op| op.kind == super::Kind::Grant) {
+            Some(held(self.ttl))
+        } else if ops.is_empty() {
+            Some(idle)
+        } else {
+            current
+        }
+    }
+}
+
 impl Book {
     /// Enters `full` as on its way to `session`; `false` if this backend already holds it or
     /// has a call for it on its way (the server would grant it again to the same session).
