@@ -96,8 +96,8 @@ enum Command {
     PartitionActor(partition_actor::ActorArgs),
 }
 
-/// `lockwise supervise …` (internal): the process that `run` and `queue work` start for every
-/// command, parsed apart from the rest of the command line (see [`main`]).
+/// `lockwise supervise …` (internal): the process that `queue work` and `partition` start for
+/// every command, parsed apart from the rest of the command line (see [`main`]).
 #[derive(Debug, Parser)]
 #[command(name = "lockwise supervise")]
 struct SuperviseCli {
@@ -135,6 +135,20 @@ fn main() -> ExitCode {
         Command::Man { command } => return man::man(&command),
         _ => {}
     }
+    // `run`'s supervisor is forked now, while this process has one thread (see `child::fork`).
+    let mut supervisor = None;
+    if let Command::Run(args) = &cli.command
+        && args.has_command()
+    {
+        match child::fork() {
+            Ok(child::Forked::Parent(waiting)) => supervisor = Some(waiting),
+            Ok(child::Forked::Child(obey)) => return ExitCode::from(child::obey(obey)),
+            Err(e) => {
+                eprintln!("lockwise: cannot start the command's supervisor: {e}");
+                return ExitCode::from(exit::BACKEND);
+            }
+        }
+    }
     let mut builder = match cli.command {
         // One lock and one command to watch, started for every command a script runs: no
         // worker threads to start and stop. Nothing it runs blocks the thread longer than a
@@ -155,7 +169,7 @@ fn main() -> ExitCode {
     };
     let code = runtime.block_on(async {
         match cli.command {
-            Command::Run(args) => run::run(args).await,
+            Command::Run(args) => run::run(args, supervisor).await,
             Command::Partition(args) => partition::run(args).await,
             Command::Members(args) => members::run(args).await,
             Command::Queue(args) => queue::run(args).await,
@@ -175,8 +189,8 @@ fn main() -> ExitCode {
     ExitCode::from(code)
 }
 
-/// `lockwise supervise` (`args` from `supervise` on): started by `run` and `queue work` for
-/// every command, so its start is kept to what it needs: only its own arguments parsed (not
+/// `lockwise supervise` (`args` from `supervise` on): started by `queue work` and `partition`
+/// for every command, so its start is kept to what it needs: only its own arguments parsed (not
 /// the whole command line's definitions), no logging, one thread.
 fn supervise(args: &[OsString]) -> ExitCode {
     let cli = match SuperviseCli::try_parse_from(args) {
@@ -186,12 +200,19 @@ fn supervise(args: &[OsString]) -> ExitCode {
             return ExitCode::from(exit::USAGE);
         }
     };
+    let supervised = match cli.args.into_supervised() {
+        Ok(supervised) => supervised,
+        Err(e) => {
+            eprintln!("lockwise: no lease deadline from lockwise ({e}); the command was not run");
+            return ExitCode::from(exit::BACKEND);
+        }
+    };
     match tokio::runtime::Builder::new_current_thread()
         .enable_all()
         .build()
     {
         Ok(runtime) => {
-            let code = runtime.block_on(child::supervise(cli.args));
+            let code = runtime.block_on(child::supervise(supervised));
             runtime.shutdown_timeout(std::time::Duration::from_millis(100));
             ExitCode::from(code)
         }

@@ -265,7 +265,6 @@ fn spawn(
         // its death.
         lock_dies_with_parent: BackendUrl::parse(&args.url)
             .is_ok_and(|url| url.held_by_session() || matches!(url, BackendUrl::File(_))),
-        ..Supervision::default()
     };
     let child = supervision
         .command(&feed, &args.command)?

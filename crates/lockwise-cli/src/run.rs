@@ -4,6 +4,7 @@
 
 use std::ffi::OsString;
 use std::io;
+use std::os::fd::OwnedFd;
 use std::process::ExitStatus;
 use std::time::Duration;
 
@@ -13,11 +14,10 @@ use lockwise::lease::{validate_key, validate_ttl};
 use lockwise::url::BackendUrl;
 use lockwise::{Error, Guard, LockOptions, Locker, Permit, ReadGuard, RwLock, Semaphore};
 use nix::sys::signal::Signal;
-use tokio::process::Child;
 use tokio::time::{Instant, sleep, sleep_until};
 
 use crate::child::{
-    DECIDE_AHEAD, DeadlineFeed, ProcessGroup, Signals, Supervision, Terminal, exit_code,
+    DECIDE_AHEAD, DeadlineFeed, Orders, Signals, Supervisor, Terminal, Waiting, exit_code,
 };
 use crate::exit::Failure;
 use crate::metrics::MetricsArgs;
@@ -140,14 +140,16 @@ fn parse_wait(s: &str) -> Result<Wait, String> {
     duration::parse(s).map(Wait::For)
 }
 
-pub(crate) async fn run(args: RunArgs) -> u8 {
-    match run_checked(args).await {
+/// `lockwise run`, with the supervisor forked for its command (see [`crate::child::fork`]; none
+/// without a command).
+pub(crate) async fn run(args: RunArgs, supervisor: Option<Waiting>) -> u8 {
+    match run_checked(args, supervisor).await {
         Ok(code) => code,
         Err(failure) => failure.report(),
     }
 }
 
-async fn run_checked(args: RunArgs) -> Result<u8, Failure> {
+async fn run_checked(args: RunArgs, supervisor: Option<Waiting>) -> Result<u8, Failure> {
     let key = args
         .key
         .into_string()
@@ -268,13 +270,17 @@ async fn run_checked(args: RunArgs) -> Result<u8, Failure> {
         .as_deref()
         .and_then(|url| BackendUrl::parse(url).ok())
         .is_some_and(|url| url.held_by_session());
-    let supervision = Supervision {
+    let orders = Orders {
         kill_after: grace,
         terminal: terminal.is_some(),
         lock_dies_with_parent: session_lock,
-        held: kernel_lock,
+        env: command_env(&guard, slot),
+        command: args.command.clone(),
     };
-    let child = match spawn(&args.command, &guard, slot, supervision, terminal.as_ref()) {
+    let started = supervisor
+        .ok_or_else(|| io::Error::other("no supervisor was forked for it"))
+        .and_then(|supervisor| spawn(supervisor, &orders, &guard, kernel_lock));
+    let child = match started {
         Ok(started) => started,
         Err(e) => {
             if let Some(terminal) = &terminal {
@@ -397,37 +403,41 @@ pub(crate) async fn locker(url: Option<&str>) -> Result<(Locker, Option<FileBack
     })
 }
 
-/// Starts the command under `lockwise supervise --forwarded`, in a process group of its own,
-/// so that signals reach the whole tree and the tree dies with lockwise; on a terminal, that
-/// group gets its foreground (see [`Terminal`]). The supervisor holds the lease's deadline,
-/// fed through the returned feed (its first value is there before the supervisor starts).
+/// Starts the command: sends its supervisor (forked before the grant, in a process group of
+/// its own) its `orders`, so that signals reach the whole tree and the tree dies with
+/// lockwise; on a terminal, that group takes its foreground (see [`Terminal`]). The supervisor
+/// holds the lease's deadline, fed through the returned feed (its first value is there before
+/// the supervisor gets the feed).
 ///
-/// On the file backend the supervisor also keeps a copy of the lease's kernel lock
-/// (`supervision.held`): a lease whose holder died is free at once, and the command may work
-/// on for the grace after a SIGKILL of lockwise, so the lock must outlive lockwise until the
-/// group is gone.
+/// On the file backend the supervisor also keeps a copy of the lease's kernel lock (`held`): a
+/// lease whose holder died is free at once, and the command may work on for the grace after a
+/// SIGKILL of lockwise, so the lock must outlive lockwise until the group is gone.
 fn spawn(
-    command: &[OsString],
+    supervisor: Waiting,
+    orders: &Orders,
     guard: &Guard,
-    slot: Option<u32>,
-    supervision: Supervision,
-    terminal: Option<&Terminal>,
-) -> io::Result<(Child, DeadlineFeed)> {
+    held: Option<OwnedFd>,
+) -> io::Result<(Supervisor, DeadlineFeed)> {
     let mut feed = DeadlineFeed::new(guard.deadline())?;
-    let mut supervised = supervision.command(&feed, command)?;
-    supervised
-        .env("LOCKWISE_FENCING_TOKEN", guard.token().to_string())
-        .env("LOCKWISE_LOCK_KEY", guard.key());
-    match slot {
-        Some(slot) => supervised.env("LOCKWISE_PERMIT", slot.to_string()),
-        None => supervised.env_remove("LOCKWISE_PERMIT"),
-    };
-    if let Some(terminal) = terminal {
-        terminal.give_to_child(&mut supervised);
-    }
-    let child = supervised.spawn()?;
-    feed.started();
-    Ok((child, feed))
+    let supervisor = supervisor.start(orders, &mut feed, held)?;
+    Ok((supervisor, feed))
+}
+
+/// The command's environment: its lock's key and fencing token (and permit); the URL may
+/// carry a password, and the command has no use for it.
+fn command_env(guard: &Guard, slot: Option<u32>) -> Vec<(OsString, Option<OsString>)> {
+    vec![
+        (
+            "LOCKWISE_FENCING_TOKEN".into(),
+            Some(guard.token().to_string().into()),
+        ),
+        ("LOCKWISE_LOCK_KEY".into(), Some(guard.key().into())),
+        (
+            "LOCKWISE_PERMIT".into(),
+            slot.map(|slot| slot.to_string().into()),
+        ),
+        ("LOCKWISE_URL".into(), None),
+    ]
 }
 
 enum Outcome {
@@ -449,7 +459,7 @@ enum Outcome {
 /// ([`DECIDE_AHEAD`]) to report it, and sends SIGKILL at the deadline itself should the
 /// supervisor be stalled too. The outcome is then `Lost` or `Stalled`, once the group is gone.
 async fn supervise(
-    mut child: Child,
+    mut child: Supervisor,
     guard: &Guard,
     feed: &mut DeadlineFeed,
     grace: Duration,
@@ -457,7 +467,7 @@ async fn supervise(
     renewing: bool,
     signals: &mut Signals,
 ) -> Outcome {
-    let group = ProcessGroup::led_by(&child);
+    let group = child.group();
     let signal_group = |sig: Signal| group.signal(sig);
     let mut status: Option<io::Result<ExitStatus>> = None;
     let mut stopped = false;
@@ -596,6 +606,11 @@ async fn release(guard: Guard) {
 }
 
 impl RunArgs {
+    /// Whether a command is to run (else the lock is held until a signal).
+    pub(crate) fn has_command(&self) -> bool {
+        !self.command.is_empty()
+    }
+
     /// The backend URL, for `--password-file` (none when the default lock directory is used).
     pub(crate) fn urls_mut(&mut self) -> Vec<&mut String> {
         self.url.iter_mut().collect()

@@ -10,7 +10,7 @@
 //! suspended, and both processes share it.
 
 use std::io::{self, Read};
-use std::os::fd::{FromRawFd, OwnedFd, RawFd};
+use std::os::fd::{AsFd, BorrowedFd, OwnedFd};
 use std::time::Duration;
 
 use lockwise::lease::boottime_nanos;
@@ -72,6 +72,14 @@ impl DeadlineFeed {
                 Ok(())
             });
         }
+    }
+
+    /// The read end, for a supervisor that gets it over a socket.
+    pub(crate) fn receiver(&self) -> io::Result<BorrowedFd<'_>> {
+        self.read
+            .as_ref()
+            .map(AsFd::as_fd)
+            .ok_or_else(|| io::Error::other("the deadline feed's read end was handed over"))
     }
 
     /// Closes lockwise's copy of the read end once the supervisor has its own, so that the
@@ -186,21 +194,9 @@ pub(crate) struct DeadlineSource {
 }
 
 impl DeadlineSource {
-    /// Takes over `fd` from the command line and waits for the first deadline, which lockwise
-    /// wrote before starting this process.
-    #[allow(unsafe_code)]
-    pub(crate) fn open(fd: RawFd) -> io::Result<(DeadlineSource, u64)> {
-        // An fd that is not open must not be adopted: it could be reused for another file.
-        fcntl(
-            // SAFETY: only borrowed for this call; fcntl(F_GETFD) on a closed fd fails (EBADF).
-            unsafe { std::os::fd::BorrowedFd::borrow_raw(fd) },
-            FcntlArg::F_GETFD,
-        )?;
-        // SAFETY: the fd is open and nothing else in this process owns it: lockwise passed it
-        // for this purpose alone, and it is taken once, here.
-        let owned = unsafe { OwnedFd::from_raw_fd(fd) };
-        // The command must not inherit it.
-        fcntl(&owned, FcntlArg::F_SETFD(FdFlag::FD_CLOEXEC))?;
+    /// Takes over `owned` (close-on-exec: the command must not inherit it) and waits for the
+    /// first deadline, which lockwise wrote before starting this process.
+    pub(crate) fn open(owned: OwnedFd) -> io::Result<(DeadlineSource, u64)> {
         let mut file = std::fs::File::from(owned);
         let mut first = [0u8; 8];
         file.read_exact(&mut first)?;

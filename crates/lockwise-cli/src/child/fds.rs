@@ -1,8 +1,8 @@
 //! Descriptors and signals across the fork: the kernel's hold on a child, and a descriptor
-//! passed to it under its own number.
+//! passed to it under its own number (`--deadline-fd`).
 
 use std::io;
-use std::os::fd::{AsRawFd, BorrowedFd, FromRawFd, OwnedFd, RawFd};
+use std::os::fd::{BorrowedFd, FromRawFd, OwnedFd, RawFd};
 
 use nix::fcntl::{FcntlArg, FdFlag, fcntl};
 use nix::sys::signal::Signal;
@@ -28,30 +28,14 @@ pub(crate) fn stop_with_parent(command: &mut Command, signal: Signal) {
     }
 }
 
-/// Lets `fd` (close-on-exec) survive into the program `command` runs, under the same number,
-/// which is returned for the command line. The parent's copy is closed with `command`.
-#[allow(unsafe_code)]
-pub(crate) fn inherit(command: &mut Command, fd: OwnedFd) -> RawFd {
-    let number = fd.as_raw_fd();
-    // SAFETY: the closure runs in the forked child before exec and only makes the
-    // async-signal-safe system call fcntl, on a descriptor it owns.
-    unsafe {
-        command.pre_exec(move || {
-            fcntl(&fd, FcntlArg::F_SETFD(FdFlag::empty())).map_err(io::Error::from)?;
-            Ok(())
-        });
-    }
-    number
-}
-
-/// Takes ownership of the descriptor `number` that `lockwise run` passed with [`inherit`], and
+/// Takes ownership of the descriptor `number` that its parent passed on the command line, and
 /// makes it close-on-exec again, so that the command never inherits it.
 #[allow(unsafe_code)]
 pub(super) fn adopt(number: RawFd) -> io::Result<OwnedFd> {
     // Refuses a number that is not an open descriptor before owning it.
     // SAFETY: the borrow lasts for this one call, on a number checked to be open by it.
     fcntl(unsafe { BorrowedFd::borrow_raw(number) }, FcntlArg::F_GETFD)?;
-    // SAFETY: `lockwise run` opened this descriptor for this process alone (`--held-fd`),
+    // SAFETY: the parent opened this descriptor for this process alone (`--deadline-fd`),
     // and nothing else in it uses that number.
     let fd = unsafe { OwnedFd::from_raw_fd(number) };
     fcntl(&fd, FcntlArg::F_SETFD(FdFlag::FD_CLOEXEC))?;

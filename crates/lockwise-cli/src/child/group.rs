@@ -23,6 +23,11 @@ impl ProcessGroup {
         )
     }
 
+    /// The group `leader` leads.
+    pub(crate) fn of(leader: Pid) -> Self {
+        ProcessGroup(Some(leader))
+    }
+
     /// Sends `signal` to every process of the group (nothing once it is gone).
     pub(crate) fn signal(&self, signal: Signal) {
         if let Some(group) = self.0 {

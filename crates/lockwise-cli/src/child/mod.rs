@@ -4,8 +4,10 @@
 //! itself.
 
 mod deadline;
+mod early;
 mod fds;
 mod group;
+mod orders;
 mod resolve;
 mod signals;
 mod spawn;
@@ -13,8 +15,10 @@ mod supervisor;
 mod terminal;
 
 pub(crate) use deadline::{DECIDE_AHEAD, DeadlineFeed};
+pub(crate) use early::{Forked, Supervisor, Waiting, fork, obey};
 pub(crate) use fds::stop_with_parent;
 pub(crate) use group::{ProcessGroup, exit_code};
+pub(crate) use orders::Orders;
 pub(crate) use resolve::resolve;
 pub(crate) use signals::{Signals, graceful_stop};
 pub(crate) use spawn::Supervision;

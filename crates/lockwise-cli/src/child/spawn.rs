@@ -2,29 +2,23 @@
 
 use std::ffi::OsString;
 use std::io;
-use std::os::fd::OwnedFd;
 use std::time::Duration;
 
 use nix::sys::signal::Signal;
 use tokio::process::Command;
 
 use super::deadline::DeadlineFeed;
-use super::fds::{inherit, stop_with_parent};
+use super::fds::stop_with_parent;
 
 /// What the supervisor of a command must know beyond its deadline feed.
-#[derive(Debug, Default)]
+#[derive(Debug)]
 pub(crate) struct Supervision {
     /// SIGTERM this long before the lease's deadline (and after lockwise's death), SIGKILL at
     /// it: the supervisor's `--kill-after`.
     pub(crate) kill_after: Duration,
-    /// The group gets the terminal's foreground (`--terminal`).
-    pub(crate) terminal: bool,
     /// The lock is free the moment lockwise dies (a database session's connection, a file
     /// lock's flock), so no grace after its death (`--lock-dies-with-parent`).
     pub(crate) lock_dies_with_parent: bool,
-    /// The file backend's kernel lock, which the supervisor keeps until the group is gone
-    /// (`--held-fd`).
-    pub(crate) held: Option<OwnedFd>,
 }
 
 impl Supervision {
@@ -36,16 +30,9 @@ impl Supervision {
         supervised
             .args(["supervise", "--forwarded", "--kill-after"])
             .arg(format!("{}ms", self.kill_after.as_millis()));
-        if self.terminal {
-            supervised.arg("--terminal");
-        }
         feed.attach(&mut supervised);
         if self.lock_dies_with_parent {
             supervised.arg("--lock-dies-with-parent");
-        }
-        if let Some(fd) = self.held {
-            let number = inherit(&mut supervised, fd);
-            supervised.arg(format!("--held-fd={number}"));
         }
         supervised
             .arg("--")

@@ -3,7 +3,7 @@
 
 use std::ffi::OsString;
 use std::io;
-use std::os::fd::RawFd;
+use std::os::fd::OwnedFd;
 use std::time::Duration;
 
 use nix::sys::signal::{Signal, killpg};
@@ -14,16 +14,19 @@ use tokio::time::{Instant, sleep, sleep_until};
 use super::deadline::{self, DeadlineSource};
 use super::fds::adopt;
 use super::group::{exit_code, group_alive, no_descendants};
+use super::orders::Received;
 use super::signals::Signals;
+use super::terminal::into_foreground;
 use crate::exit;
 
-/// `lockwise supervise [--forwarded [--terminal]] [--kill-after D] [--deadline-fd N] -- CMD`:
-/// runs CMD in this process's group (the caller starts it as a group leader) and ends the
-/// whole group when its parent `lockwise` is gone, so that no process of the command outlives
-/// the lock or job lease it ran under, not even after a SIGKILL of `lockwise` itself (the
-/// kernel then sends this process SIGTERM, see [`stop_with_parent`]). With `--deadline-fd`,
-/// it also holds the lease's deadline that `lockwise` feeds it (see [`super::deadline`]), so
-/// the group dies by then even while `lockwise` is frozen. Internal to `run` and `queue work`.
+/// `lockwise supervise [--forwarded] [--kill-after D] [--deadline-fd N] -- CMD`: runs CMD in
+/// this process's group (the caller starts it as a group leader) and ends the whole group when
+/// its parent `lockwise` is gone, so that no process of the command outlives the lock or job
+/// lease it ran under, not even after a SIGKILL of `lockwise` itself (the kernel then sends
+/// this process SIGTERM, see [`stop_with_parent`]). With `--deadline-fd`, it also holds the
+/// lease's deadline that `lockwise` feeds it (see [`super::deadline`]), so the group dies by
+/// then even while `lockwise` is frozen. Internal to `queue work` and `partition`; `run` forks
+/// its supervisor instead (see [`super::early`]) and gives it the same orders.
 #[derive(Debug, clap::Args)]
 pub(crate) struct SuperviseArgs {
     /// For `lockwise run`, which forwards SIGINT, SIGTERM, SIGHUP and SIGQUIT to the whole
@@ -34,11 +37,6 @@ pub(crate) struct SuperviseArgs {
     /// process waits on; after the parent's death it kills the group at once.
     #[arg(long)]
     forwarded: bool,
-    /// With `--forwarded`: the group has the terminal's foreground, so Ctrl-C reaches it
-    /// without lockwise: the second SIGINT or SIGTERM this process gets (from the terminal or
-    /// forwarded) sends the whole group SIGKILL, as lockwise does with the signals it gets.
-    #[arg(long, requires = "forwarded")]
-    terminal: bool,
     /// How long the command has between SIGTERM and SIGKILL (with `--forwarded` after the
     /// death of the parent, and before the lease's deadline with `--deadline-fd`).
     #[arg(long, default_value = "0s", value_parser = crate::duration::parse)]
@@ -48,11 +46,6 @@ pub(crate) struct SuperviseArgs {
     /// unless a newer one came first.
     #[arg(long, value_name = "FD")]
     deadline_fd: Option<std::os::fd::RawFd>,
-    /// A descriptor holding the file backend's kernel lock of the lease, kept open (but not
-    /// passed to the command) until this process ends with the group: so that lockwise's
-    /// death frees the lock only once no process of the command can work on.
-    #[arg(long, requires = "forwarded")]
-    held_fd: Option<RawFd>,
     /// With `--forwarded`: the lock dies with lockwise (a database session's lock goes with
     /// its connection), so after lockwise's death the group gets SIGKILL at once, without the
     /// `--kill-after` grace, in which the command would work on without the lock.
@@ -62,16 +55,76 @@ pub(crate) struct SuperviseArgs {
     command: Vec<OsString>,
 }
 
-pub(crate) async fn supervise(args: SuperviseArgs) -> u8 {
+/// What a supervisor supervises and how: from `lockwise supervise`'s command line
+/// ([`SuperviseArgs::into_supervised`]) or from `lockwise run`'s orders
+/// ([`Supervised::forwarded`]).
+#[derive(Debug)]
+pub(crate) struct Supervised {
+    /// See [`SuperviseArgs`]'s `--forwarded`.
+    forwarded: bool,
+    /// The group takes the terminal's foreground before the command starts; the second
+    /// SIGINT or SIGTERM this process gets sends the whole group SIGKILL, as lockwise does
+    /// with the signals it gets.
+    terminal: bool,
+    kill_after: Duration,
+    /// The deadline feed's read end (see [`super::deadline`]).
+    deadline: Option<OwnedFd>,
+    /// The file backend's kernel lock of the lease, kept open (not passed to the command)
+    /// until this process ends with the group: so that lockwise's death frees the lock only
+    /// once no process of the command can work on.
+    held: Option<OwnedFd>,
+    lock_dies_with_parent: bool,
+    /// Variables set (`Some`) or removed in the command's environment.
+    env: Vec<(OsString, Option<OsString>)>,
+    command: Vec<OsString>,
+}
+
+impl SuperviseArgs {
+    /// Takes over the descriptors the command line names.
+    pub(crate) fn into_supervised(self) -> io::Result<Supervised> {
+        Ok(Supervised {
+            forwarded: self.forwarded,
+            terminal: false,
+            kill_after: self.kill_after,
+            deadline: self.deadline_fd.map(adopt).transpose()?,
+            held: None,
+            lock_dies_with_parent: self.lock_dies_with_parent,
+            env: Vec::new(),
+            command: self.command,
+        })
+    }
+}
+
+impl Supervised {
+    /// `lockwise run`'s orders: signals are forwarded to the group by lockwise (see
+    /// `--forwarded`).
+    pub(crate) fn forwarded(received: Received) -> Supervised {
+        let Received {
+            orders,
+            deadline,
+            held,
+        } = received;
+        Supervised {
+            forwarded: true,
+            terminal: orders.terminal,
+            kill_after: orders.kill_after,
+            deadline: Some(deadline),
+            held,
+            lock_dies_with_parent: orders.lock_dies_with_parent,
+            env: orders.env,
+            command: orders.command,
+        }
+    }
+}
+
+/// Runs and supervises the command (see [`SuperviseArgs`]). The process's exit code.
+pub(crate) async fn supervise(args: Supervised) -> u8 {
     let parent = nix::unistd::getppid();
     // Held until this process ends, which it does only with (or after) the whole group.
-    let _held = match args.held_fd.map(adopt).transpose() {
-        Ok(held) => held,
-        Err(e) => {
-            eprintln!("lockwise: cannot keep the lock's descriptor: {e}");
-            return exit::BACKEND;
-        }
-    };
+    let _held = args.held;
+    if args.terminal {
+        into_foreground();
+    }
     let Ok(mut term) = signal(SignalKind::terminate()) else {
         return exit::BACKEND;
     };
@@ -88,7 +141,7 @@ pub(crate) async fn supervise(args: SuperviseArgs) -> u8 {
     let Some((program, rest)) = args.command.split_first() else {
         return exit::USAGE;
     };
-    let mut lease = match args.deadline_fd.map(Lease::open).transpose() {
+    let mut lease = match args.deadline.map(Lease::open).transpose() {
         Ok(lease) => lease,
         Err(e) => {
             eprintln!("lockwise: no lease deadline from lockwise ({e}); the command was not run");
@@ -106,7 +159,15 @@ pub(crate) async fn supervise(args: SuperviseArgs) -> u8 {
     // The command's orphans come back to this process, so that once it has no child left,
     // nothing of the command runs (see `no_descendants`).
     let subreaper = nix::sys::prctl::set_child_subreaper(true).is_ok();
-    let mut child = match Command::new(program).args(rest).spawn() {
+    let mut command = Command::new(program);
+    command.args(rest);
+    for (name, value) in &args.env {
+        match value {
+            Some(value) => command.env(name, value),
+            None => command.env_remove(name),
+        };
+    }
+    let mut child = match command.spawn() {
         Ok(child) => child,
         Err(e) => {
             eprintln!("lockwise: cannot run {}: {e}", program.to_string_lossy());
@@ -121,7 +182,7 @@ pub(crate) async fn supervise(args: SuperviseArgs) -> u8 {
     // Set once the parent is gone: the group is being stopped and dies by this instant.
     let mut kill_at: Option<Instant> = None;
     let mut status: Option<u8> = None;
-    // With --terminal: the SIGINTs and SIGTERMs meant for the command so far.
+    // With a terminal: the SIGINTs and SIGTERMs meant for the command so far.
     let mut stops = 0u32;
     // SIGTERMs this process sent its own group for the lease: not requests to stop.
     let mut own_terms = 0u32;
@@ -238,7 +299,7 @@ struct Lease {
 }
 
 impl Lease {
-    fn open(fd: std::os::fd::RawFd) -> io::Result<Lease> {
+    fn open(fd: OwnedFd) -> io::Result<Lease> {
         let (source, deadline) = DeadlineSource::open(fd)?;
         Ok(Lease {
             source,

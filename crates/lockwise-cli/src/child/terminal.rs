@@ -4,7 +4,6 @@ use std::io;
 
 use nix::sys::signal::Signal;
 use nix::unistd::Pid;
-use tokio::process::Command;
 
 /// The terminal on stdin, when lockwise runs in its foreground: an interactive command must
 /// get it.
@@ -45,23 +44,14 @@ impl Terminal {
         let own = self.own;
         let _ = without_sigttou(|| nix::unistd::tcsetpgrp(io::stdin(), own));
     }
+}
 
-    /// In the forked child, before exec: makes its new process group the foreground group.
-    #[allow(unsafe_code)]
-    pub(crate) fn give_to_child(&self, command: &mut Command) {
-        // SAFETY: the closure runs in the forked child before exec (after `process_group(0)`
-        // made it a group leader) and only makes the async-signal-safe calls pthread_sigmask,
-        // getpid and tcsetpgrp (an ioctl) on fd 0, which is open for the whole closure.
-        unsafe {
-            command.pre_exec(|| {
-                let stdin = std::os::fd::BorrowedFd::borrow_raw(0);
-                let me = nix::unistd::getpid();
-                // A failure leaves the command in the background, as before: not fatal.
-                let _ = without_sigttou(|| nix::unistd::tcsetpgrp(stdin, me));
-                Ok(())
-            });
-        }
-    }
+/// In the command's supervisor, before the command starts: makes this process's group (of
+/// which it is the leader) the terminal's foreground group. A failure leaves the command in the
+/// background, as it would be without a terminal: not fatal.
+pub(super) fn into_foreground() {
+    let me = nix::unistd::getpid();
+    let _ = without_sigttou(|| nix::unistd::tcsetpgrp(io::stdin(), me));
 }
 
 /// Runs `f` with SIGTTOU blocked in this thread: a process outside the terminal's foreground

@@ -33,6 +33,47 @@ pub(super) fn two_runs_exclude_each_other(b: Backend) {
     );
 }
 
+/// A run that never starts its command (refused, or failing after its supervisor was
+/// prepared) leaves no process behind, and nothing of the command ran.
+pub(super) fn a_run_that_starts_nothing_leaves_nothing_behind(b: Backend) {
+    let key = b.key();
+    let (mut holder, _out) = spawn_holder(&b, &key, &[], "echo started; sleep 1.5");
+    let dir = tempfile::tempdir().expect("tempdir");
+    let ran = dir.path().join(unique("never-run"));
+    let marker = ran.to_str().expect("UTF-8 path");
+    let command = ["sh", "-c", "touch \"$0\"", marker];
+    let refused = lockwise(&b.url(), &key, &[], &command)
+        .stdout(Stdio::null())
+        .status()
+        .expect("run");
+    assert_eq!(refused.code(), Some(75));
+    // A backend that refuses the connection fails after the supervisor was forked.
+    let closed = format!("redis://127.0.0.1:{}", closed_port());
+    let failed = lockwise(&closed, &key, &[], &command)
+        .stdout(Stdio::null())
+        .stderr(Stdio::null())
+        .status()
+        .expect("run");
+    assert_eq!(failed.code(), Some(69));
+    let deadline = Instant::now() + Duration::from_secs(2);
+    loop {
+        let left: Vec<String> = std::fs::read_dir("/proc")
+            .expect("/proc")
+            .flatten()
+            .filter_map(|entry| std::fs::read(entry.path().join("cmdline")).ok())
+            .map(|cmdline| String::from_utf8_lossy(&cmdline).replace('\0', " "))
+            .filter(|cmdline| cmdline.contains(marker))
+            .collect();
+        if left.is_empty() {
+            break;
+        }
+        assert!(Instant::now() < deadline, "still running: {left:?}");
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    assert!(!ran.exists(), "the command ran");
+    assert!(holder.wait().expect("holder").success());
+}
+
 pub(super) fn children_see_increasing_tokens(b: Backend) {
     let key = b.key();
     let mut last = 0u64;

@@ -260,6 +260,7 @@ on_backends!(
     locks_lists_the_holder_and_unlock_force_breaks_it,
     a_lock_is_held_without_a_command,
     two_runs_exclude_each_other,
+    a_run_that_starts_nothing_leaves_nothing_behind,
     children_see_increasing_tokens,
     the_childs_exit_code_passes_through,
     a_lost_lock_stops_the_whole_tree,
