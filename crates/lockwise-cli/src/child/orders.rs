@@ -86,12 +86,17 @@ impl Orders {
         let mut space = nix::cmsg_space!([RawFd; 2]);
         let (got, fds) = {
             let mut iov = [IoSliceMut::new(&mut header)];
-            let msg = recvmsg::<()>(
-                socket.as_raw_fd(),
-                &mut iov,
-                Some(&mut space),
-                MsgFlags::MSG_CMSG_CLOEXEC,
-            )?;
+            let msg = loop {
+                match recvmsg::<()>(
+                    socket.as_raw_fd(),
+                    &mut iov,
+                    Some(&mut space),
+                    MsgFlags::MSG_CMSG_CLOEXEC,
+                ) {
+                    Err(nix::errno::Errno::EINTR) => {}
+                    other => break other?,
+                }
+            };
             let mut fds = Vec::new();
             for cmsg in msg.cmsgs()? {
                 if let ControlMessageOwned::ScmRights(received) = cmsg {
