@@ -33,8 +33,9 @@ pub(super) fn two_runs_exclude_each_other(b: Backend) {
     );
 }
 
-/// A run that never starts its command (refused, or failing after its supervisor was
-/// prepared) leaves no process behind, and nothing of the command ran.
+/// A run that never starts its command (refused, failing after its supervisor was prepared,
+/// or killed while it waits for the lock) leaves no process behind, and nothing of the
+/// command runs, not even once the lock is free.
 pub(super) fn a_run_that_starts_nothing_leaves_nothing_behind(b: Backend) {
     let key = b.key();
     let (mut holder, _out) = spawn_holder(&b, &key, &[], "echo started; sleep 1.5");
@@ -55,23 +56,40 @@ pub(super) fn a_run_that_starts_nothing_leaves_nothing_behind(b: Backend) {
         .status()
         .expect("run");
     assert_eq!(failed.code(), Some(69));
+    let mut waiting = lockwise(&b.url(), &key, &["--wait", "30s"], &command)
+        .spawn()
+        .expect("run");
+    std::thread::sleep(Duration::from_millis(300));
+    assert!(
+        waiting.try_wait().expect("try_wait").is_none(),
+        "it waits for the lock"
+    );
+    waiting.kill().expect("SIGKILL");
+    waiting.wait().expect("wait");
     let deadline = Instant::now() + Duration::from_secs(2);
     loop {
-        let left: Vec<String> = std::fs::read_dir("/proc")
-            .expect("/proc")
-            .flatten()
-            .filter_map(|entry| std::fs::read(entry.path().join("cmdline")).ok())
-            .map(|cmdline| String::from_utf8_lossy(&cmdline).replace('\0', " "))
-            .filter(|cmdline| cmdline.contains(marker))
-            .collect();
+        let left = running_with(marker);
         if left.is_empty() {
             break;
         }
         assert!(Instant::now() < deadline, "still running: {left:?}");
         std::thread::sleep(Duration::from_millis(20));
     }
-    assert!(!ran.exists(), "the command ran");
     assert!(holder.wait().expect("holder").success());
+    std::thread::sleep(Duration::from_millis(300));
+    assert!(!ran.exists(), "the command ran");
+    assert!(running_with(marker).is_empty());
+}
+
+/// The command lines of the processes whose command line contains `text`.
+fn running_with(text: &str) -> Vec<String> {
+    std::fs::read_dir("/proc")
+        .expect("/proc")
+        .flatten()
+        .filter_map(|entry| std::fs::read(entry.path().join("cmdline")).ok())
+        .map(|cmdline| String::from_utf8_lossy(&cmdline).replace('\0', " "))
+        .filter(|cmdline| cmdline.contains(text))
+        .collect()
 }
 
 pub(super) fn children_see_increasing_tokens(b: Backend) {
