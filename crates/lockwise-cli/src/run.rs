@@ -453,7 +453,7 @@ enum Outcome {
 /// SIGKILL instead, and lockwise then exits 137 (the supervisor's 128 + SIGKILL).
 ///
 /// The supervisor stops the command by the lease's deadline on its own (see
-/// [`crate::deadline`]): lockwise feeds it each renewed deadline, and on a lost lock a deadline
+/// [`crate::child`]): lockwise feeds it each renewed deadline, and on a lost lock a deadline
 /// `grace` from now; the supervisor sends the group SIGTERM `grace` before the deadline and
 /// SIGKILL at it, even while lockwise is frozen. lockwise decides the same a little ahead
 /// ([`DECIDE_AHEAD`]) to report it, and sends SIGKILL at the deadline itself should the

@@ -23,14 +23,15 @@ use crate::exit;
 /// this process's group (the caller starts it as a group leader) and ends the whole group when
 /// its parent `lockwise` is gone, so that no process of the command outlives the lock or job
 /// lease it ran under, not even after a SIGKILL of `lockwise` itself (the kernel then sends
-/// this process SIGTERM, see [`stop_with_parent`]). With `--deadline-fd`, it also holds the
-/// lease's deadline that `lockwise` feeds it (see [`super::deadline`]), so the group dies by
-/// then even while `lockwise` is frozen. Internal to `queue work` and `partition`; `run` forks
-/// its supervisor instead (see [`super::early`]) and gives it the same orders.
+/// this process SIGTERM, see [`super::stop_with_parent`]). With `--deadline-fd`, it also holds
+/// the lease's deadline that `lockwise` feeds it (see [`super::deadline`]), so the group dies
+/// by then even while `lockwise` is frozen. Internal to `queue work` and `partition`; `run`
+/// forks its supervisor instead (see [`super::early`]) and gives it the same orders.
 #[derive(Debug, clap::Args)]
 pub(crate) struct SuperviseArgs {
-    /// For `lockwise run`, which forwards SIGINT, SIGTERM, SIGHUP and SIGQUIT to the whole
-    /// group: those are for the command and ignored here. Only the death of the parent ends
+    /// For a parent that forwards SIGINT, SIGTERM, SIGHUP and SIGQUIT to the whole group
+    /// (`partition`, and `run` to the supervisor it forks): those are for the command and
+    /// ignored here. Only the death of the parent ends
     /// the group: SIGTERM at once, SIGKILL `--kill-after` later (shorter than what is left of
     /// the lease). Without it (the queue worker), a SIGTERM while the parent lives was sent
     /// to the whole group, the command included, and is the command's to answer: this
