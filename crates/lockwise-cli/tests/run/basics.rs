@@ -38,8 +38,14 @@ pub(super) fn two_runs_exclude_each_other(b: Backend) {
 /// command runs, not even once the lock is free.
 pub(super) fn a_run_that_starts_nothing_leaves_nothing_behind(b: Backend) {
     let key = b.key();
-    let (mut holder, _out) = spawn_holder(&b, &key, &[], "echo started; sleep 1.5");
     let dir = tempfile::tempdir().expect("tempdir");
+    // The holder keeps the lock until told, however slow the machine.
+    let go = dir.path().join("go");
+    let script = format!(
+        "echo started; while [ ! -e '{}' ]; do sleep 0.02; done",
+        go.display()
+    );
+    let (mut holder, _out) = spawn_holder(&b, &key, &[], &script);
     let ran = dir.path().join(unique("never-run"));
     let marker = ran.to_str().expect("UTF-8 path");
     let command = ["sh", "-c", "touch \"$0\"", marker];
@@ -75,6 +81,7 @@ pub(super) fn a_run_that_starts_nothing_leaves_nothing_behind(b: Backend) {
         assert!(Instant::now() < deadline, "still running: {left:?}");
         std::thread::sleep(Duration::from_millis(20));
     }
+    std::fs::write(&go, b"").expect("tell the holder to go");
     assert!(holder.wait().expect("holder").success());
     std::thread::sleep(Duration::from_millis(300));
     assert!(!ran.exists(), "the command ran");
